@@ -1,0 +1,60 @@
+# inturn — every routine task has a target here; `make help` lists them.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+KAFKA_STAMP := $(VENV)/.kafka-jars
+PYTEST_ARGS ?=
+
+.PHONY: help setup test test-fast lint format demo bench chaos helm-check clean dev-up dev-down
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml scripts/setup-system.sh
+	@scripts/setup-system.sh
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "inturn needs Python >= 3.11"'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip
+	@$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+$(KAFKA_STAMP): $(STAMP) libs/inturn/devstack/kafka/pom.xml
+	@$(BIN)/python -c 'from inturn.devstack.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
+	@touch $@
+
+setup: $(STAMP) $(KAFKA_STAMP) ## create the venv, install dependencies, system packages and Kafka jars (idempotent)
+
+test: setup ## run the test suite against real Kafka, PostgreSQL, Pub/Sub emulator and Spark
+	$(BIN)/pytest -m 'not chaos' $(PYTEST_ARGS)
+
+test-fast: setup ## the tests that need no server
+	$(BIN)/pytest -m 'not kafka and not postgres and not pubsub and not spark and not chaos and not helm' $(PYTEST_ARGS)
+
+lint: setup ## ruff and mypy --strict; changes nothing
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup ## apply ruff's formatting and safe fixes
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+demo: setup ## run the pipeline locally and show its result
+	$(BIN)/inturn demo
+
+chaos: setup ## the fault matrix (kills, stops, restarts) against real services
+	$(BIN)/pytest -m chaos $(PYTEST_ARGS)
+
+dev-up: setup ## start Kafka, PostgreSQL and the Pub/Sub emulator in the background
+	$(BIN)/inturn dev up --detach
+
+dev-down: ## stop what dev-up started
+	$(BIN)/inturn dev down
+
+clean: ## remove the venv and caches (not the Kafka jar cache in ~/.cache/inturn)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis var reports

@@ -1,0 +1,1 @@
+"""The ``inturn`` command line: one entry point, one subcommand per routine task."""

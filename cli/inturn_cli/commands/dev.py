@@ -1,0 +1,76 @@
+"""``inturn dev up|down|env``: the real local stack (Kafka, PostgreSQL, Pub/Sub emulator)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from pathlib import Path
+
+from inturn.devstack.stack import LocalStack, StackState, load_state, save_state, stop_detached
+
+STATE_FILE = Path(os.environ.get("INTURN_STATE_DIR", "var")) / "devstack.json"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``dev`` and its actions."""
+    parser = sub.add_parser(
+        "dev",
+        help="run the local stack: Kafka, PostgreSQL, Pub/Sub emulator",
+        description="Start a real Kafka broker (KRaft), PostgreSQL and the Pub/Sub emulator on free loopback "
+        "ports, and print the environment variables that point inturn at them.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start the stack (in the foreground until Ctrl-C, or --detach)")
+    up.add_argument("--detach", action="store_true", help=f"leave it running; state in {STATE_FILE}")
+    up.set_defaults(handler=_up)
+    down = actions.add_parser("down", help="stop a detached stack and delete its data")
+    down.set_defaults(handler=_down)
+    env = actions.add_parser("env", help='print `export` lines for a detached stack (eval "$(inturn dev env)")')
+    env.set_defaults(handler=_env)
+
+
+def _print_env(state: StackState) -> None:
+    for key, value in state.env().items():
+        print(f"export {key}={value}")
+
+
+def _up(args: argparse.Namespace) -> int:
+    if STATE_FILE.exists():
+        print(f"a stack is already up ({STATE_FILE}); `inturn dev down` first")
+        return 1
+    stack = LocalStack()
+    state = stack.start()
+    _print_env(state)
+    if args.detach:
+        save_state(state, STATE_FILE)
+        return 0
+    print("# stack is up; Ctrl-C stops it", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    try:
+        stopped.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.stop()
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    if not STATE_FILE.exists():
+        print("no detached stack is up")
+        return 0
+    stop_detached(load_state(STATE_FILE))
+    STATE_FILE.unlink()
+    print("stopped")
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    if not STATE_FILE.exists():
+        print("no detached stack is up; `inturn dev up --detach` first")
+        return 1
+    _print_env(load_state(STATE_FILE))
+    return 0

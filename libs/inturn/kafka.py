@@ -1,0 +1,187 @@
+"""Kafka client factories with inturn's non-negotiable settings, and Java's partitioner.
+
+Producers are idempotent (``acks=all``) and use ``murmur2_random``: librdkafka's default
+partitioner (``consistent_random``, CRC32) differs from Java's, and inturn needs messages and
+acks of a room on the same partition number whoever produced them (DESIGN.md, invariant 5).
+Consumers never auto-commit and never auto-store offsets: offsets are stored after the work.
+Clients are built on demand, never at import time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from confluent_kafka import Consumer as _Consumer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
+
+from inturn.errors import KafkaClientError
+from inturn.settings import KafkaSettings
+
+#: The partitioner every inturn producer uses; Java's default for keyed records.
+PARTITIONER = "murmur2_random"
+
+
+def base_config(settings: KafkaSettings) -> dict[str, Any]:
+    """Bootstrap servers plus the operator's extra librdkafka settings (security etc.)."""
+    return {"bootstrap.servers": settings.kafka_bootstrap, **settings.kafka_client_config}
+
+
+def producer_config(settings: KafkaSettings, **overrides: Any) -> dict[str, Any]:
+    """An idempotent, Java-partitioned producer's configuration."""
+    config: dict[str, Any] = {
+        **base_config(settings),
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": PARTITIONER,
+        "linger.ms": 5,
+        "compression.type": "lz4",
+    }
+    config.update(overrides)
+    # These three are what inturn's guarantees rest on: refuse to weaken them by accident.
+    if config.get("partitioner") != PARTITIONER:
+        raise ValueError(f"inturn producers must use partitioner={PARTITIONER}")
+    if config.get("enable.idempotence") is not True or str(config.get("acks")) not in {"all", "-1"}:
+        raise ValueError("inturn producers must be idempotent with acks=all")
+    return config
+
+
+def make_producer(settings: KafkaSettings, **overrides: Any) -> Producer:
+    """A new producer (see ``producer_config``)."""
+    return Producer(producer_config(settings, **overrides))
+
+
+def consumer_config(settings: KafkaSettings, group_id: str, **overrides: Any) -> dict[str, Any]:
+    """A consumer that commits only what the caller stored, with cooperative-sticky assignment."""
+    config: dict[str, Any] = {
+        **base_config(settings),
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.partition.eof": False,
+    }
+    config.update(overrides)
+    return config
+
+
+def make_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> _Consumer:
+    """A new consumer (see ``consumer_config``)."""
+    return _Consumer(consumer_config(settings, group_id, **overrides))
+
+
+def make_admin(settings: KafkaSettings) -> AdminClient:
+    """A new admin client."""
+    return AdminClient(base_config(settings))
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's Java ``Utils.murmur2`` (32-bit, seed 0x9747b28c), as a signed 32-bit int."""
+    length = len(data)
+    seed = 0x9747B28C
+    m = 0x5BD1E995
+    r = 24
+    h = (seed ^ length) & 0xFFFFFFFF
+    length4 = length // 4
+    for i in range(length4):
+        i4 = i * 4
+        k = data[i4] | (data[i4 + 1] << 8) | (data[i4 + 2] << 16) | (data[i4 + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    rest = length % 4
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str | bytes, partitions: int) -> int:
+    """The partition Java's default partitioner (and ``murmur2_random``) picks for a keyed record."""
+    raw = key.encode() if isinstance(key, str) else key
+    return (murmur2(raw) & 0x7FFFFFFF) % partitions
+
+
+class AsyncProducer:
+    """A producer whose deliveries resolve asyncio futures.
+
+    A background thread serves librdkafka's callbacks (``poll``); each ``produce`` returns a
+    future that completes with the delivered ``Message`` or fails with ``KafkaClientError``.
+    """
+
+    def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._producer = producer
+        self._loop = loop or asyncio.get_running_loop()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="kafka-producer-poll", daemon=True)
+        self._thread.start()
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying producer."""
+        return self._producer
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.1)
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: str | bytes | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
+    ) -> asyncio.Future[Message]:
+        """Queue a record; the future resolves once Kafka confirmed it (or failed)."""
+        future: asyncio.Future[Message] = self._loop.create_future()
+        loop = self._loop
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                loop.call_soon_threadsafe(_fail, future, KafkaClientError(err))
+            else:
+                loop.call_soon_threadsafe(_succeed, future, msg)
+
+        try:
+            self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
+        except BufferError:
+            # Local queue full: wait for deliveries to drain it once, then try again.
+            self._producer.poll(0.5)
+            self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
+        except KafkaException as exc:
+            raise KafkaClientError(exc.args[0]) from exc
+        return future
+
+    def flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for queued records; returns how many are still queued."""
+        return int(self._producer.flush(timeout))
+
+    def close(self, timeout: float = 10.0) -> int:
+        """Flush, then stop the poll thread; returns how many records were left undelivered."""
+        left = self.flush(timeout)
+        self._closed.set()
+        self._thread.join(timeout=2.0)
+        return left
+
+
+def _succeed(future: asyncio.Future[Message], msg: Message) -> None:
+    if not future.done():
+        future.set_result(msg)
+
+
+def _fail(future: asyncio.Future[Message], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,100 @@
+"""Schemas validate with one-line reasons; settings fail fast and name the variable at fault."""
+
+from __future__ import annotations
+
+import pytest
+
+from inturn.errors import ConfigError, SchemaError
+from inturn.schemas import (
+    Ack,
+    AckStatus,
+    DeadLetter,
+    Message,
+    decode,
+    decode_callback_data,
+    encode,
+    encode_callback_data,
+)
+from inturn.settings import KafkaSettings, PostgresSettings, load
+
+GOOD = (
+    b'{"v":1,"room_id":"A","message_id":"m1","platform":"whatsapp","recipient":"491701",'
+    b'"payload":{"type":"text","text":{"body":"hi"}},"created_at_ms":1700000000000}'
+)
+
+
+def test_a_valid_message_round_trips() -> None:
+    message = decode(Message, GOOD)
+    assert (message.room_id, message.message_id, message.not_before_ms) == ("A", "m1", None)
+    assert decode(Message, encode(message)) == message
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"not json", "Message: record: Invalid JSON"),
+        (GOOD.replace(b'"room_id":"A",', b""), "Message: room_id: Field required"),
+        (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: String should have at least 1"),
+        (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Input should be 1"),
+        (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: String should match pattern"),
+        (None, "empty record"),
+    ],
+)
+def test_an_invalid_message_is_refused_with_a_reason_naming_the_field(raw: bytes | None, reason: str) -> None:
+    with pytest.raises(SchemaError) as err:
+        decode(Message, raw)
+    assert err.value.reason.startswith(reason)
+    assert err.value.raw == raw
+
+
+def test_an_ack_status_outside_the_known_four_is_refused() -> None:
+    ack = Ack(
+        room_id="A",
+        message_id="m1",
+        platform="whatsapp",
+        platform_message_id="wamid.1",
+        status=AckStatus.SENT,
+        platform_ts_ms=1,
+        received_at_ms=2,
+    )
+    bad = encode(ack).replace(b'"sent"', b'"bounced"')
+    with pytest.raises(SchemaError, match="status"):
+        decode(Ack, bad)
+
+
+def test_a_dead_letter_keeps_the_original_bytes() -> None:
+    raw = b"\x00\xffnot utf8"
+    letter = decode(DeadLetter, encode(DeadLetter.of("worker", "undecodable", raw, partition=3, offset=9)))
+    assert letter.raw() == raw
+    assert (letter.reason, letter.partition, letter.offset) == ("undecodable", 3, 9)
+
+
+def test_callback_data_carries_room_and_message_and_ignores_foreign_data() -> None:
+    assert decode_callback_data(encode_callback_data("room|1", 'm"2')) == ("room|1", 'm"2')
+    for foreign in (None, "", "plain text", "[1,2]", '{"r":1,"m":"x"}'):
+        assert decode_callback_data(foreign) is None
+
+
+def test_settings_come_from_inturn_prefixed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTURN_KAFKA_BOOTSTRAP", "broker:9093")
+    monkeypatch.setenv("INTURN_TOPIC_PARTITIONS", "24")
+    monkeypatch.setenv("INTURN_KAFKA_CLIENT_CONFIG", '{"security.protocol":"SSL"}')
+    settings = load(KafkaSettings)
+    assert settings.kafka_bootstrap == "broker:9093"
+    assert settings.topic_partitions == 24
+    assert settings.kafka_client_config == {"security.protocol": "SSL"}
+
+
+def test_bad_settings_fail_fast_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTURN_TOPIC_PARTITIONS", "zero")
+    with pytest.raises(ConfigError, match="INTURN_TOPIC_PARTITIONS"):
+        load(KafkaSettings)
+
+
+def test_placeholder_secrets_are_refused_in_production(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INTURN_ENVIRONMENT", "production")
+    monkeypatch.setenv("INTURN_POSTGRES_PASSWORD", "changeme")
+    with pytest.raises(ConfigError, match="INTURN_POSTGRES_PASSWORD"):
+        load(PostgresSettings)
+    monkeypatch.setenv("INTURN_ENVIRONMENT", "development")
+    assert load(PostgresSettings).postgres_password is not None
