@@ -47,6 +47,9 @@ format: setup ## apply ruff's formatting and safe fixes
 demo: setup ## run the pipeline locally and show its result
 	$(BIN)/inturn demo
 
+bench: setup ## benchmarks: ratios against baselines measured in the same run (var/bench/*.json)
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
 chaos: setup ## the fault matrix (kills, stops, restarts) against real services
 	$(BIN)/pytest -m chaos $(PYTEST_ARGS)
 

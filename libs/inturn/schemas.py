@@ -63,7 +63,11 @@ class Ack(_Record):
 
     v: Literal[1] = 1
     room_id: RoomId
-    message_id: MessageId
+    message_id: MessageId | None = Field(
+        None,
+        description="inturn's message id when the platform echoed it (callback data); else match by "
+        "platform_message_id.",
+    )
     platform: PlatformName
     platform_message_id: str = Field(min_length=1, max_length=256)
     status: AckStatus
