@@ -1,0 +1,47 @@
+"""The worker's Prometheus metrics (no per-room labels: rooms are unbounded, partitions and platforms are not)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+CONSUMED = Counter("inturn_worker_consumed_total", "Messages consumed from the messages topic.", ["mode"])
+DISPATCHED = Counter("inturn_worker_dispatched_total", "Sends the platform accepted.", ["platform"])
+ACKED = Counter("inturn_worker_acked_total", "Messages acked by the platform in time.", ["platform"])
+ACK_TIMEOUTS = Counter("inturn_worker_ack_timeouts_total", "Messages whose ack did not come in time.", ["platform"])
+LATE_ACKS = Counter("inturn_worker_late_acks_total", "Acks that arrived after their message timed out.", ["platform"])
+DUPLICATE_ACKS = Counter("inturn_worker_duplicate_acks_total", "Acks for messages already resolved.", ["platform"])
+RETRIES = Counter("inturn_worker_retries_total", "Send attempts that failed transiently.", ["platform", "reason"])
+DEAD_LETTERS = Counter("inturn_worker_dead_letters_total", "Messages dead-lettered.", ["platform", "reason"])
+SKIPPED_DUPLICATES = Counter(
+    "inturn_worker_skipped_duplicates_total", "Messages skipped because the room cursor was past them."
+)
+ACTIVE_ROOMS = Gauge("inturn_worker_active_rooms", "Rooms with a running sender loop.")
+STUCK_ROOMS = Gauge("inturn_worker_stuck_rooms", "Rooms whose head message waits longer than its ack timeout.")
+BLOCKED_ROOMS = Gauge("inturn_worker_blocked_rooms", "Rooms stopped by the block policy until an operator acts.")
+BUFFERED = Gauge("inturn_worker_buffered_messages", "Consumed messages not yet terminal.", ["partition"])
+PAUSED_PARTITIONS = Gauge("inturn_worker_paused_partitions", "Partitions paused for backpressure.")
+ASSIGNED_PARTITIONS = Gauge("inturn_worker_assigned_partitions", "Messages partitions this worker owns.")
+COMMIT_LAG = Gauge(
+    "inturn_worker_commit_lag_messages", "Consumed offsets not yet committable (not terminal).", ["partition"]
+)
+ACK_LATENCY = Histogram(
+    "inturn_worker_ack_latency_seconds",
+    "From the send's return to its ack.",
+    ["platform"],
+    buckets=(0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
+)
+SEND_LATENCY = Histogram(
+    "inturn_worker_send_seconds",
+    "Duration of one send attempt (HTTP).",
+    ["platform"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+ACK_TIMEOUT_SECONDS = Gauge("inturn_worker_ack_timeout_seconds", "Ack timeout in force.", ["platform"])
+CIRCUIT_OPEN = Gauge(
+    "inturn_worker_circuit_open", "1 while a platform account's circuit breaker is open.", ["platform", "account"]
+)
+FENCED = Counter(
+    "inturn_worker_fenced_total", "Partitions this worker stopped sending for after a newer owner's epoch was seen."
+)
+POSTGRES_UP = Gauge("inturn_worker_postgres_up", "1 when the last PostgreSQL operation succeeded.")
+DRAINING = Gauge("inturn_worker_draining", "1 while the worker drains for shutdown.")

@@ -1,0 +1,93 @@
+"""Settings of the worker (``inturn worker``): ``INTURN_WORKER_*`` plus platform endpoints and credentials."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal
+
+from pydantic import Field, SecretStr
+
+from inturn.schemas import OrderingMode
+from inturn.settings.common import KafkaSettings, PostgresSettings
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class PlatformSettings(KafkaSettings):
+    """Where each platform's send API is and how to authenticate (one connection pool per platform)."""
+
+    whatsapp_base_url: str = Field(
+        "https://graph.facebook.com", description="WhatsApp Cloud API base URL (the simulator's URL locally)."
+    )
+    whatsapp_api_version: str = Field("v21.0", description="Graph API version in the send path.")
+    whatsapp_access_token: SecretStr = Field(SecretStr("dev-token"), description="WhatsApp Cloud API bearer token.")
+    whatsapp_phone_number_id: str = Field(
+        "", description="Default sender phone_number_id when a message carries no account."
+    )
+    generic_base_url: str = Field("http://127.0.0.1:8090", description="Base URL of the generic JSON platform.")
+    generic_token: SecretStr = Field(SecretStr("dev-token"), description="Bearer token for the generic platform.")
+
+
+class WorkerSettings(PlatformSettings, PostgresSettings):
+    """The worker: consumer group, ordering, timeouts, retries, limits, backpressure."""
+
+    worker_group_id: str = Field("inturn-workers", description="Consumer group on the messages topic.")
+    worker_id: str = Field(default_factory=_default_worker_id, description="This worker's name in events and logs.")
+    worker_instance_id: str | None = Field(
+        None, description="Static group membership (group.instance.id) for rolling restarts; unset = dynamic."
+    )
+    worker_mode: OrderingMode = Field(OrderingMode.ACK, description="ack | none | fixed-delay | partition.")
+    worker_fixed_delay_ms: int = Field(500, ge=0, description="Wait after each send in fixed-delay mode.")
+    worker_ack_timeout_ms: int = Field(10_000, ge=10, description="Ack timeout when a platform has none of its own.")
+    worker_ack_timeouts_ms: dict[str, int] = Field(
+        default_factory=dict, description='Per-platform ack timeouts as JSON, e.g. {"whatsapp": 8000}.'
+    )
+    worker_adaptive_timeout: bool = Field(
+        False, description="Learn each platform's ack timeout from observed ack latency (quantile x factor)."
+    )
+    worker_adaptive_quantile: float = Field(0.99, gt=0, lt=1, description="Ack-latency quantile the timeout follows.")
+    worker_adaptive_factor: float = Field(3.0, ge=1, description="Multiplier on that quantile.")
+    worker_adaptive_min_ms: int = Field(500, ge=10, description="Adaptive timeout lower clamp.")
+    worker_adaptive_max_ms: int = Field(30_000, ge=10, description="Adaptive timeout upper clamp.")
+    worker_early_ack_ttl_ms: int = Field(120_000, ge=1000, description="How long an ack that beat its send is kept.")
+    worker_send_timeout_ms: int = Field(10_000, ge=100, description="HTTP timeout of one send attempt.")
+    worker_retry_max_attempts: int = Field(8, ge=1, description="Send attempts before a transient error is final.")
+    worker_retry_base_ms: int = Field(200, ge=1, description="Backoff base (full jitter, doubling).")
+    worker_retry_cap_ms: int = Field(30_000, ge=1, description="Largest single backoff.")
+    worker_retry_max_elapsed_ms: int = Field(300_000, ge=1, description="Give up retrying after this long.")
+    worker_dead_letter_policy: Literal["skip", "block"] = Field(
+        "skip", description="After a dead letter the room goes on (skip) or waits for an operator (block)."
+    )
+    worker_rate_limit_per_s: float = Field(80.0, gt=0, description="Sends per second per platform account.")
+    worker_rate_burst: int = Field(80, ge=1, description="Token bucket size per platform account.")
+    worker_breaker_failure_ratio: float = Field(0.5, gt=0, le=1, description="Failure share that opens the breaker.")
+    worker_breaker_min_calls: int = Field(20, ge=1, description="Calls in the window before the ratio counts.")
+    worker_breaker_window_s: float = Field(30.0, gt=0, description="Sliding window of the failure ratio.")
+    worker_breaker_open_s: float = Field(5.0, gt=0, description="How long the breaker stays open before probing.")
+    worker_breaker_probes: int = Field(3, ge=1, description="Successful half-open probes that close it.")
+    worker_pool_size: int = Field(200, ge=1, description="HTTP connections per platform (bulkhead).")
+    worker_prepare_ahead: int = Field(
+        4, ge=0, description="Messages of a room prepared ahead while one awaits its ack."
+    )
+    worker_high_watermark: int = Field(5000, ge=1, description="Buffered messages that pause a partition.")
+    worker_low_watermark: int = Field(1000, ge=0, description="Buffered messages below which it resumes.")
+    worker_room_idle_ms: int = Field(30_000, ge=100, description="Retire a room's loop after this long idle.")
+    worker_commit_interval_ms: int = Field(1000, ge=50, description="How often completed offsets are committed.")
+    worker_poll_batch: int = Field(500, ge=1, description="Records taken per consume call.")
+    worker_session_timeout_ms: int = Field(15_000, ge=1000, description="Consumer group session timeout.")
+    worker_revoke_grace_ms: int = Field(
+        10_000, ge=0, description="On revoke/shutdown, wait this long for in-flight messages (at most the ack timeout)."
+    )
+    worker_cursor_flush_ms: int = Field(200, ge=10, description="How often room cursors are written (batched).")
+    worker_ack_lookback_ms: int = Field(
+        60_000, ge=0, description="Read acks partitions from this far before an assignment (acks that raced it)."
+    )
+    worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104
+    worker_http_port: int = Field(8081, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz.")
+
+    def ack_timeout_ms(self, platform: str) -> int:
+        """The configured (non-adaptive) ack timeout for ``platform``."""
+        return self.worker_ack_timeouts_ms.get(platform, self.worker_ack_timeout_ms)
