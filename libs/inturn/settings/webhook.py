@@ -1,0 +1,103 @@
+"""Settings of the ack webhook (``services/webhook``): environment variables ``INTURN_WEBHOOK_*``.
+
+Secret lists (``INTURN_WEBHOOK_APP_SECRETS``, ``INTURN_WEBHOOK_GENERIC_SECRET``) take either a JSON
+list (``["new","old"]``) or comma-separated values (``new,old``): every listed secret is accepted,
+which is how a secret is rotated without dropping callbacks signed with the previous one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from inturn.settings.common import ENV_PREFIX, PLACEHOLDER_SECRETS, KafkaSettings
+
+SecretList = Annotated[list[SecretStr], NoDecode]
+
+
+def _split_secrets(value: Any) -> Any:
+    """A JSON list or comma-separated string as a list; lists pass through."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return orjson.loads(text)
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+class WebhookSettings(KafkaSettings):
+    """How the webhook listens, which secrets it accepts, and how it maps statuses to rooms."""
+
+    webhook_host: str = Field("0.0.0.0", description="Address uvicorn binds to.")  # noqa: S104 - a pod listens on all interfaces
+    webhook_port: int = Field(8080, ge=1, le=65535, description="Port uvicorn binds to.")
+    webhook_workers: int = Field(
+        1, ge=1, description="uvicorn worker processes; each keeps its own replay window and /metrics."
+    )
+    webhook_app_secrets: SecretList = Field(
+        default_factory=list,
+        description="Meta app secrets accepted for X-Hub-Signature-256 (current first, then previous ones).",
+    )
+    webhook_verify_token: SecretStr = Field(
+        SecretStr(""), description="Token Meta's GET verification handshake must present (hub.verify_token)."
+    )
+    webhook_generic_secret: SecretList = Field(
+        default_factory=list,
+        description="Secrets accepted for X-Inturn-Signature-256 on /webhooks/generic/{platform} (list: rotation).",
+    )
+    webhook_max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest request body accepted (413).")
+    webhook_kafka_confirm_timeout_ms: int = Field(
+        5000, ge=1, description="How long a request waits for Kafka to confirm its acks before answering 503."
+    )
+    webhook_kafka_message_timeout_ms: int = Field(
+        30000, ge=1000, description="librdkafka message.timeout.ms: how long an unconfirmed ack is retried."
+    )
+    webhook_kafka_linger_ms: int = Field(
+        2, ge=0, description="librdkafka linger.ms: batching delay, paid once per request."
+    )
+    webhook_replay_window: int = Field(
+        100_000,
+        ge=0,
+        description="(platform message id, status) pairs remembered per process to drop replays (0: off).",
+    )
+    webhook_room_from_recipient: str | None = Field(
+        None,
+        description="Room of a status without inturn callback data: a template using {recipient} and "
+        "{account} (e.g. 'wa:{recipient}'), or a JSON object mapping recipient to room. Unset: no fallback.",
+    )
+    webhook_ready_max_age_s: float = Field(
+        15.0, gt=0, description="/readyz fails when Kafka last answered longer ago than this."
+    )
+    webhook_probe_interval_s: float = Field(5.0, gt=0, description="How often Kafka's metadata is probed.")
+
+    @field_validator("webhook_app_secrets", "webhook_generic_secret", mode="before")
+    @classmethod
+    def _secret_list(cls, value: Any) -> Any:
+        return _split_secrets(value)
+
+    @field_validator("webhook_room_from_recipient")
+    @classmethod
+    def _room_mapping(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if value.lstrip().startswith("{") and value.rstrip().endswith("}") and '"' in value:
+            mapping = orjson.loads(value)
+            if not isinstance(mapping, dict) or not all(isinstance(v, str) and v for v in mapping.values()):
+                raise ValueError("a JSON mapping must be an object of recipient -> non-empty room id")
+        elif "{recipient}" not in value:
+            raise ValueError("a template must use {recipient}, e.g. 'wa:{recipient}'")
+        return value
+
+    @model_validator(mode="after")
+    def _secrets_in_production(self) -> WebhookSettings:
+        if self.environment != "production":
+            return self
+        if not self.webhook_app_secrets:
+            raise ValueError(f"{ENV_PREFIX}WEBHOOK_APP_SECRETS is empty: every callback would be refused")
+        for name in ("webhook_app_secrets", "webhook_generic_secret"):
+            for secret in getattr(self, name):
+                if secret.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
+                    raise ValueError(f"{ENV_PREFIX}{name.upper()} holds a placeholder secret")
+        return self

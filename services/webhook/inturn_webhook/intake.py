@@ -1,0 +1,179 @@
+"""Statuses onto Kafka: acks keyed by room on the acks topic, everything unusable on the dead-letter topic.
+
+A request is answered 200 only once Kafka confirmed every record it produced; when confirmation
+does not come within the timeout the request fails with ``KafkaNotConfirmedError`` (503, the
+platform retries). Replays of a status already confirmed are not produced again: the
+``ReplayWindow`` remembers recent (platform, platform message id, status) triples. It is per
+process, so a replay landing on another replica is published again; the worker treats a
+duplicate ack as harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import structlog
+from confluent_kafka import Message
+
+from inturn import schemas
+from inturn.errors import InturnError, KafkaClientError
+from inturn.kafka import AsyncProducer
+from inturn.metrics import webhook as metrics
+from inturn.settings.webhook import WebhookSettings
+from inturn_webhook.statuses import Callback, ack_bytes
+
+log = structlog.get_logger("inturn.webhook")
+
+ReplayKey = tuple[str, str, str]  # (platform, platform message id, status)
+
+
+class KafkaNotConfirmedError(InturnError):
+    """Kafka did not confirm a request's records in time, or refused them: answer 503."""
+
+
+class ReplayWindow:
+    """The most recent ``size`` confirmed statuses, and the ones still waiting for Kafka."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._seen: OrderedDict[ReplayKey, None] = OrderedDict()
+        self.in_flight: dict[ReplayKey, asyncio.Future[Message]] = {}
+
+    def __contains__(self, key: ReplayKey) -> bool:
+        return key in self._seen
+
+    def remember(self, key: ReplayKey) -> None:
+        """Record ``key`` as confirmed, forgetting the oldest beyond the window's size."""
+        if self._size <= 0:
+            return
+        self._seen[key] = None
+        self._seen.move_to_end(key)
+        if len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+    def settle(self, key: ReplayKey, future: asyncio.Future[Message]) -> None:
+        """``future`` (the record for ``key``) is done: remember it when Kafka confirmed it."""
+        if self.in_flight.get(key) is future:
+            del self.in_flight[key]
+        if not future.cancelled() and future.exception() is None:
+            self.remember(key)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a request's statuses became; the 200 answer's body."""
+
+    published: int = 0
+    replayed: int = 0
+    unknown_room: int = 0
+    dead_lettered: int = 0
+    ignored: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts as a JSON object."""
+        return {
+            "published": self.published,
+            "replayed": self.replayed,
+            "unknown_room": self.unknown_room,
+            "dead_lettered": self.dead_lettered,
+            "ignored": self.ignored,
+        }
+
+
+class AckIntake:
+    """Produces a request's acks and dead letters and waits for Kafka to confirm them."""
+
+    def __init__(self, producer: AsyncProducer, settings: WebhookSettings) -> None:
+        self._producer = producer
+        self._acks_topic = settings.topic_acks
+        self._dlq_topic = settings.topic_dlq
+        self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
+        self.replays = ReplayWindow(settings.webhook_replay_window)
+        self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
+
+    def _produce(self, topic: str, value: bytes, key: str | None) -> asyncio.Future[Message]:
+        try:
+            return self._producer.produce(topic, value, key=key)
+        except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
+            raise KafkaNotConfirmedError("producer queue full") from exc
+        except KafkaClientError as exc:
+            raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
+
+    def _dead_letter(self, reason: str, raw: bytes, room_id: str | None = None, **kw: Any) -> asyncio.Future[Message]:
+        metrics.DEAD_LETTERS.labels(reason.split(":", 1)[0]).inc()
+        record = schemas.DeadLetter.of("webhook", reason, raw, room_id=room_id, topic=self._acks_topic, **kw)
+        log.warning("dead_lettered", reason=reason, room_id=room_id, size=len(raw))
+        return self._produce(self._dlq_topic, schemas.encode(record), room_id)
+
+    async def dead_letter(self, reason: str, raw: bytes) -> None:
+        """Put a whole request body on the dead-letter topic and wait for Kafka to confirm it."""
+        await self._confirm([self._dead_letter(reason, raw)])
+
+    async def deliver(self, platform: str, callback: Callback) -> Outcome:
+        """Produce every status of ``callback`` (acks, unknown rooms, rejects) and wait for Kafka."""
+        outcome = Outcome(ignored=len(callback.ignored))
+        for kind in callback.ignored:
+            metrics.IGNORED_CHANGES.labels(platform, kind).inc()
+        received_at_ms = schemas.now_ms()
+        futures: list[asyncio.Future[Message]] = []
+        published: list[str] = []
+        replays = self.replays
+        for status in callback.statuses:
+            key = (platform, status.platform_message_id, status.status)
+            if key in replays:
+                outcome.replayed += 1
+                metrics.STATUSES.labels(platform, status.status, "replayed").inc()
+                continue
+            pending = replays.in_flight.get(key)
+            if pending is not None:  # the same status is on its way already (this or another request)
+                outcome.replayed += 1
+                futures.append(pending)
+                continue
+            if status.room_id is None:
+                outcome.unknown_room += 1
+                metrics.STATUSES.labels(platform, status.status, "unknown_room").inc()
+                future = self._dead_letter("unknown room", ack_source(status.source))
+            else:
+                future = self._produce(self._acks_topic, ack_bytes(status, platform, received_at_ms), status.room_id)
+                published.append(status.status)
+            replays.in_flight[key] = future
+            future.add_done_callback(functools.partial(replays.settle, key))
+            futures.append(future)
+        for rejected in callback.rejected:
+            outcome.dead_lettered += 1
+            metrics.STATUSES.labels(platform, "none", "invalid").inc()
+            futures.append(self._dead_letter(f"invalid status: {rejected.reason}", rejected.raw))
+        await self._confirm(futures)
+        outcome.published = len(published)
+        for value in published:
+            metrics.STATUSES.labels(platform, value, "published").inc()
+        return outcome
+
+    async def _confirm(self, futures: list[asyncio.Future[Message]]) -> None:
+        if not futures:
+            return
+        started = time.monotonic()
+        # asyncio.wait, not wait_for: a timeout must not cancel the records, which may still be
+        # confirmed later (and are then remembered as replays).
+        done, pending = await asyncio.wait(futures, timeout=self._timeout)
+        if pending:
+            raise KafkaNotConfirmedError(f"{len(pending)} of {len(futures)} records not confirmed in {self._timeout}s")
+        for future in done:
+            if future.cancelled():
+                raise KafkaNotConfirmedError("a record's delivery was cancelled")
+            if (exc := future.exception()) is not None:
+                raise KafkaNotConfirmedError(f"Kafka refused a record: {exc}") from exc
+        now = time.monotonic()
+        self.last_confirmed = now
+        metrics.KAFKA_CONFIRM_SECONDS.observe(now - started)
+
+
+def ack_source(source: dict[str, Any]) -> bytes:
+    """The status as received, as bytes for the dead-letter topic."""
+    return orjson.dumps(source)

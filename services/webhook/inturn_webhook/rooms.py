@@ -1,0 +1,51 @@
+"""Which room a platform status belongs to.
+
+First choice: the routing data the worker attached to the send (WhatsApp's
+``biz_opaque_callback_data``, see ``inturn.schemas.encode_callback_data``), which names the room
+and inturn's message id. Otherwise the recipient mapping from ``INTURN_WEBHOOK_ROOM_FROM_RECIPIENT``
+(a template or a JSON map) names the room, and the worker matches the ack by platform message id.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from inturn.schemas import decode_callback_data
+
+ROOM_ID_MAX = 256  # inturn.schemas.RoomId
+MESSAGE_ID_MAX = 128  # inturn.schemas.MessageId
+
+
+class RoomResolver:
+    """Finds (room_id, message_id) for a status; (None, None) when the room is unknown."""
+
+    def __init__(self, room_from_recipient: str | None) -> None:
+        self._template: str | None = None
+        self._mapping: dict[str, str] | None = None
+        if room_from_recipient is None:
+            return
+        text = room_from_recipient.strip()
+        if text.startswith("{") and '"' in text:
+            self._mapping = {str(k): str(v) for k, v in orjson.loads(text).items()}
+        else:
+            self._template = room_from_recipient
+
+    def resolve(
+        self, callback_data: str | None, recipient: str | None, account: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """(room_id, message_id) from the callback data, else (room_id, None) from the recipient."""
+        routed = decode_callback_data(callback_data)
+        if routed is not None:
+            routed_room, message = routed
+            if len(routed_room) <= ROOM_ID_MAX and len(message) <= MESSAGE_ID_MAX:
+                return routed_room, message
+        if recipient is None:
+            return None, None
+        room: str | None = None
+        if self._mapping is not None:
+            room = self._mapping.get(recipient)
+        elif self._template is not None:
+            room = self._template.replace("{recipient}", recipient).replace("{account}", account or "")
+        if room is not None and 0 < len(room) <= ROOM_ID_MAX:
+            return room, None
+        return None, None

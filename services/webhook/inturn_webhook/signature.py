@@ -1,0 +1,44 @@
+"""Request signatures: ``sha256=<hex>`` HMAC-SHA256 of the raw body, checked in constant time.
+
+Meta signs with the app secret in ``X-Hub-Signature-256``; inturn's generic endpoint uses the
+same scheme in ``X-Inturn-Signature-256``. Several secrets may be accepted at once (rotation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+
+from inturn.errors import InturnError
+
+_PREFIX = "sha256="
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+class SignatureError(InturnError):
+    """The signature header is missing, malformed or matches none of the accepted secrets."""
+
+
+def sign(body: bytes, secret: bytes) -> str:
+    """The header value a sender puts on ``body``: ``sha256=<hex digest>``."""
+    return _PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def verify(header: str | None, body: bytes, secrets: Sequence[bytes]) -> None:
+    """Return if ``header`` signs ``body`` with one of ``secrets``; raise ``SignatureError`` otherwise."""
+    if header is None:
+        raise SignatureError("missing signature header")
+    if not header.startswith(_PREFIX):
+        raise SignatureError("malformed signature header (expected sha256=<hex>)")
+    given = header[len(_PREFIX) :].strip()
+    if len(given) != 64 or not _HEX_DIGITS.issuperset(given):
+        raise SignatureError("malformed signature header (expected 64 hex digits)")
+    given_bytes = bytes.fromhex(given)
+    # Every secret is tried (no early exit) so timing does not tell which one matched.
+    matched = False
+    for secret in secrets:
+        expected = hmac.new(secret, body, hashlib.sha256).digest()
+        matched |= hmac.compare_digest(expected, given_bytes)
+    if not matched:
+        raise SignatureError("signature does not match")
