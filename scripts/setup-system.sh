@@ -8,7 +8,7 @@ command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
-if [ "${INTURN_NEED_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then need+=(chromium); fi
+command -v chromium >/dev/null 2>&1 || need+=(chromium)  # headless check of the Spark HTML report
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
