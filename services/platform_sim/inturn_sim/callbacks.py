@@ -1,0 +1,183 @@
+"""Status callbacks to the webhook: batched, signed, retried with backoff, held back on demand.
+
+A fixed set of sender coroutines drains one outbox: each takes up to ``batch_max`` due statuses,
+POSTs them as one Meta ``messages`` webhook and, once the webhook answered 2xx (or the status was
+given up after the last retry), hands the batch back through ``on_done`` so the message's next
+status can be scheduled. That chain is what keeps sent -> delivered -> read in order per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterable
+
+import aiohttp
+import structlog
+
+from inturn_sim import meta
+from inturn_sim.knobs import Knobs
+from inturn_sim.records import Stats, Status
+
+log = structlog.get_logger("inturn_sim.callbacks")
+
+
+class CallbackSender:
+    """Sends due statuses to ``knobs.webhook_url`` with one ``aiohttp.ClientSession``."""
+
+    def __init__(
+        self,
+        knobs: Knobs,
+        stats: Stats,
+        *,
+        app_secret: bytes,
+        waba_id: str,
+        display_phone_number: str,
+        batch_max: int,
+        concurrency: int,
+        timeout_s: float,
+        generation: Callable[[], int],
+        on_done: Callable[[list[Status]], None],
+    ) -> None:
+        self._knobs = knobs
+        self._stats = stats
+        self._secret = app_secret
+        self._waba_id = waba_id
+        self._display = display_phone_number
+        self._batch_max = batch_max
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+        self._generation = generation
+        self._on_done = on_done
+        self._outbox: deque[Status] = deque()
+        self._retries: deque[tuple[list[Status], int]] = deque()
+        self._held: dict[str, list[Status]] = {}
+        self._wake = asyncio.Event()
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Open the client session and start the sender coroutines."""
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+            connector=aiohttp.TCPConnector(limit=self._concurrency),
+        )
+        self._tasks = [asyncio.create_task(self._work(), name=f"sim-callbacks-{i}") for i in range(self._concurrency)]
+
+    async def close(self) -> None:
+        """Stop sending (what is still due is not sent) and close the session."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def started(self) -> bool:
+        """Whether the sender coroutines run."""
+        return bool(self._tasks)
+
+    def enqueue(self, status: Status) -> None:
+        """Queue a due status, or hold it back when its recipient is withheld."""
+        if not self._knobs.webhook_url:
+            self._stats.callbacks_unsent += 1
+            return
+        recipient = status.sent.to
+        if recipient in self._knobs.withhold_recipients:
+            self._held.setdefault(recipient, []).append(status)
+            self._stats.withheld += 1
+            return
+        self._outbox.append(status)
+        self._wake.set()
+
+    def release(self, recipients: Iterable[str]) -> int:
+        """Queue every held status of ``recipients`` in the order it became due; returns how many."""
+        released = 0
+        for recipient in recipients:
+            for status in self._held.pop(recipient, ()):
+                self._outbox.append(status)
+                released += 1
+        self._stats.withheld -= released
+        if released:
+            self._wake.set()
+        return released
+
+    def held_recipients(self) -> list[str]:
+        """Recipients with statuses held back right now."""
+        return list(self._held)
+
+    def clear(self) -> None:
+        """Forget every due, retried and held status (``POST /_sim/reset``)."""
+        self._outbox.clear()
+        self._retries.clear()
+        self._held.clear()
+        self._stats.withheld = 0
+
+    async def _work(self) -> None:
+        while True:
+            if self._retries:
+                batch, attempt = self._retries.popleft()
+            elif self._outbox:
+                take = min(self._batch_max, len(self._outbox))
+                batch, attempt = [self._outbox.popleft() for _ in range(take)], 0
+            else:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._post(batch, attempt)
+
+    async def _post(self, batch: list[Status], attempt: int) -> None:
+        assert self._session is not None
+        precision = self._knobs.timestamp_precision
+        body = meta.status_payload(
+            self._waba_id,
+            self._display,
+            (
+                (
+                    s.sent.phone_number_id,
+                    meta.status_object(
+                        s.sent.wamid,
+                        s.status,
+                        meta.format_timestamp(s.ts_ms, precision),
+                        s.sent.to,
+                        s.sent.callback_data,
+                        failed=s.status == "failed",
+                    ),
+                )
+                for s in batch
+            ),
+        )
+        headers = {"Content-Type": "application/json", "X-Hub-Signature-256": meta.signature(body, self._secret)}
+        answer: int | str
+        try:
+            async with self._session.post(self._knobs.webhook_url, data=body, headers=headers) as response:
+                await response.read()
+                answer = response.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # The webhook being down or slow is a condition the simulator models (Meta retries), not a bug here.
+            answer = type(exc).__name__
+        if isinstance(answer, int) and 200 <= answer < 300:
+            self._stats.callback_requests += 1
+            self._stats.callbacks_sent += len(batch)
+            by_status = self._stats.callbacks_by_status
+            for s in batch:
+                by_status[s.status] = by_status.get(s.status, 0) + 1
+            self._on_done(batch)
+            return
+        if attempt < self._knobs.callback_retries:
+            self._stats.callback_retries += 1
+            delay = self._knobs.callback_backoff_ms / 1000 * 2**attempt
+            asyncio.get_running_loop().call_later(delay, self._retry, batch, attempt + 1)
+            return
+        log.warning("callback_given_up", answer=answer, statuses=len(batch), attempts=attempt + 1)
+        self._stats.callbacks_failed += len(batch)
+        self._on_done(batch)
+
+    def _retry(self, batch: list[Status], attempt: int) -> None:
+        current = self._generation()
+        batch = [s for s in batch if s.sent.generation == current]
+        if batch:
+            self._retries.append((batch, attempt))
+            self._wake.set()

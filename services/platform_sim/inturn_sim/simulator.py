@@ -1,0 +1,299 @@
+"""The platform's behaviour, free of HTTP: answer a send, deliver it to the device later, call back statuses.
+
+Delivery model: an accepted send gets a latency drawn from a seeded lognormal; when it has passed
+(one ``loop.call_at`` timer per send, no task per message) the message reaches the recipient's
+device -- appended to the receipt log, whose order IS the device order -- and its ``sent`` status
+becomes due, then ``delivered`` (and maybe ``read``) once the previous status was called back.
+Sends to one recipient that overlap in time therefore overtake each other when their latencies
+differ; a sender that waits for ``sent`` of N before sending N+1 never sees N+1 overtake N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from inturn.schemas import decode_callback_data, now_ms
+from inturn.settings.sim import SimSettings
+from inturn_sim import meta
+from inturn_sim.callbacks import CallbackSender
+from inturn_sim.device import ReceiptLog
+from inturn_sim.knobs import ConfigUpdate, Knobs, Latency
+from inturn_sim.records import DELIVER, DROP, FAIL, Sent, Stats, Status
+
+#: Message types of the Cloud API send call; the body must carry the object named by ``type``.
+MESSAGE_TYPES = frozenset(
+    ("text", "template", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive")
+    + ("reaction",)
+)
+
+
+@dataclass(slots=True)
+class Fault:
+    """A queued one-shot answer (``POST /_sim/faults``): the next ``remaining`` matching sends get ``status``."""
+
+    status: int
+    remaining: int
+    recipient: str | None = None
+    retry_after: float | None = None
+
+
+@dataclass(slots=True)
+class Answer:
+    """What the HTTP layer answers a send with, after waiting ``delay_s`` (slow responses)."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] | None = None
+    delay_s: float = 0.0
+
+
+class Simulator:
+    """One simulated platform: its knobs, counters, fault queue, receipt log and callback sender."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.settings = settings
+        self.knobs = Knobs.of(settings)
+        self.stats = Stats()
+        self.seed = settings.sim_seed
+        self.rng = random.Random(self.seed)  # noqa: S311 - a seeded simulation, not cryptography
+        self.latency = Latency(
+            self.rng, self.knobs.latency_median_ms, self.knobs.latency_p99_ms, self.knobs.latency_max_ms
+        )
+        self.receipts = ReceiptLog(settings.sim_receipts_path)
+        self.faults: list[Fault] = []
+        self.generation = 0  # bumped by reset(): timers and retries of older sends become no-ops
+        self.sender = CallbackSender(
+            self.knobs,
+            self.stats,
+            app_secret=settings.sim_app_secret.get_secret_value().encode(),
+            waba_id=settings.sim_waba_id,
+            display_phone_number=settings.sim_display_phone_number,
+            batch_max=settings.sim_callback_batch_max,
+            concurrency=settings.sim_callback_concurrency,
+            timeout_s=settings.sim_callback_timeout_s,
+            generation=lambda: self.generation,
+            on_done=self._status_called_back,
+        )
+        self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
+        self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
+        self._run_id = f"{time.time_ns() // 1_000_000:X}"  # keeps wamids unique across restarts
+        self._next_id = 0
+        self._flusher: asyncio.Task[None] | None = None
+        self.closing = False
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the callback sender and the receipt-file flusher."""
+        await self.sender.start()
+        if self.settings.sim_receipts_path:
+            self._flusher = asyncio.create_task(self._flush_periodically(), name="sim-receipts-flush")
+
+    async def close(self) -> None:
+        """Stop calling back, flush and close the receipt file."""
+        self.closing = True
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        await self.sender.close()
+        self.receipts.close()
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.sim_receipts_flush_s)
+            self.receipts.flush()
+
+    # --- the send API --------------------------------------------------------------------------------
+
+    def authorized(self, authorization: str | None) -> bool:
+        """Whether the ``Authorization`` header carries the configured bearer token (constant-time compare)."""
+        return authorization is not None and hmac.compare_digest(authorization.encode(), self._bearer.encode())
+
+    def answer_send(self, phone_number_id: str, body: Any) -> Answer:
+        """Validate, apply faults and the rate limit, and accept a send body (already JSON-decoded)."""
+        problem = _invalid(body)
+        if problem is not None:
+            self.stats.reject(400)
+            return Answer(400, meta.error_body(400, problem))
+        to: str = body["to"]
+        if self.faults and (fault := self._take_fault(to)) is not None:
+            return self._fault_answer(fault)
+        knobs = self.knobs
+        if knobs.rate_limit_per_s > 0 and (wait := self._take_token(phone_number_id)) is not None:
+            self.stats.reject(429)
+            return Answer(429, meta.error_body(429), {"Retry-After": str(max(1, math.ceil(wait)))})
+        rng = self.rng
+        if knobs.error_rate_5xx > 0 and rng.random() < knobs.error_rate_5xx:
+            self.stats.reject(500)
+            return Answer(500, meta.error_body(500))
+        wamid = self._accept(phone_number_id, to, body.get("biz_opaque_callback_data"))
+        delay = knobs.slow_ms / 1000 if knobs.slow_rate > 0 and rng.random() < knobs.slow_rate else 0.0
+        # A slow answer is slow after acceptance: callbacks may reach the webhook before the send returns.
+        return Answer(200, meta.send_answer(to, wamid), delay_s=delay)
+
+    def _accept(self, phone_number_id: str, to: str, callback_data: str | None) -> str:
+        knobs, rng = self.knobs, self.rng
+        self._next_id += 1
+        wamid = f"wamid.SIM{self._run_id}{self._next_id:010X}"
+        fate = DELIVER
+        if knobs.failed_rate > 0 and rng.random() < knobs.failed_rate:
+            fate = FAIL
+        elif knobs.drop_rate > 0 and rng.random() < knobs.drop_rate:
+            fate = DROP
+        read = knobs.read_rate > 0 and rng.random() < knobs.read_rate
+        decoded = decode_callback_data(callback_data)
+        room_id, message_id = decoded if decoded is not None else (None, None)
+        sent = Sent(
+            wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation
+        )
+        self.stats.accepted += 1
+        self.stats.pending += 1
+        loop = asyncio.get_running_loop()
+        loop.call_at(loop.time() + self.latency.draw(), self._arrive, sent)
+        return wamid
+
+    def _arrive(self, sent: Sent) -> None:
+        if sent.generation != self.generation:
+            return
+        self.stats.pending -= 1
+        at = now_ms()
+        if sent.fate == FAIL:
+            self.stats.failed_messages += 1
+            self.sender.enqueue(Status(sent, "failed", at))
+            return
+        receipt = self.receipts.record(
+            sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at
+        )
+        self.stats.deliveries += 1
+        if receipt["duplicate"]:
+            self.stats.duplicates += 1
+        if sent.fate == DROP:
+            self.stats.callbacks_dropped += 1
+            return
+        self.sender.enqueue(Status(sent, "sent", at))
+
+    def _status_called_back(self, batch: list[Status]) -> None:
+        # The next status of each message becomes due only now, so they reach the webhook in order.
+        delivered = [s.sent for s in batch if s.status == "sent" and s.sent.generation == self.generation]
+        read = [s.sent for s in batch if s.status == "delivered" and s.sent.read]
+        loop = asyncio.get_running_loop()
+        if delivered:
+            loop.call_later(self.knobs.delivered_delay_ms / 1000, self._due, delivered, "delivered")
+        if read:
+            loop.call_later(self.knobs.read_delay_ms / 1000, self._due, read, "read")
+
+    def _due(self, sents: list[Sent], status: str) -> None:
+        at = now_ms()
+        for sent in sents:
+            if sent.generation == self.generation:
+                self.sender.enqueue(Status(sent, status, at))
+
+    def _take_token(self, phone_number_id: str) -> float | None:
+        """None when a send may go; else the seconds until the number's bucket holds a token again."""
+        rate = self.knobs.rate_limit_per_s
+        now = time.monotonic()
+        bucket = self._buckets.get(phone_number_id)
+        if bucket is None:
+            bucket = self._buckets[phone_number_id] = [rate, now]
+        tokens = min(rate, bucket[0] + (now - bucket[1]) * rate)
+        bucket[1] = now
+        if tokens >= 1:
+            bucket[0] = tokens - 1
+            return None
+        bucket[0] = tokens
+        return (1 - tokens) / rate
+
+    def _take_fault(self, to: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.recipient is None or fault.recipient == to:
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    def _fault_answer(self, fault: Fault) -> Answer:
+        self.stats.reject(fault.status)
+        headers = None
+        if fault.status == 429:
+            after = fault.retry_after if fault.retry_after is not None else 1
+            headers = {"Retry-After": f"{after:g}"}
+        return Answer(fault.status, meta.error_body(fault.status, "Injected by POST /_sim/faults."), headers)
+
+    # --- control -----------------------------------------------------------------------------------
+
+    def configure(self, update: ConfigUpdate) -> dict[str, Any]:
+        """Apply a partial knob update; held statuses of recipients no longer withheld are sent."""
+        values = update.model_dump(exclude_unset=True, exclude_none=True)
+        median = values.get("latency_median_ms", self.knobs.latency_median_ms)
+        p99 = values.get("latency_p99_ms", self.knobs.latency_p99_ms)
+        if p99 < median:
+            raise ValueError("latency_p99_ms must be >= latency_median_ms")
+        if (seed := values.pop("seed", None)) is not None:
+            self.seed = seed
+            self.rng.seed(seed)
+        if (withhold := values.pop("withhold_recipients", None)) is not None:
+            self.knobs.withhold_recipients = frozenset(withhold)
+        for name, value in values.items():
+            setattr(self.knobs, name, value)
+        self.latency = Latency(self.rng, median, p99, self.knobs.latency_max_ms)
+        if "rate_limit_per_s" in values:
+            self._buckets.clear()
+        self.sender.release([r for r in self.sender.held_recipients() if r not in self.knobs.withhold_recipients])
+        return self.knob_values()
+
+    def knob_values(self) -> dict[str, Any]:
+        """The current knobs as JSON-ready data."""
+        values = {name: getattr(self.knobs, name) for name in Knobs.__dataclass_fields__}
+        values["withhold_recipients"] = sorted(self.knobs.withhold_recipients)
+        values["seed"] = self.seed
+        return values
+
+    def release(self, recipients: Iterable[str] | None) -> int:
+        """Stop withholding ``recipients`` (all when None) and send their held statuses; returns how many."""
+        names = set(self.sender.held_recipients() if recipients is None else recipients)
+        if recipients is None:
+            names |= self.knobs.withhold_recipients
+        self.knobs.withhold_recipients = self.knobs.withhold_recipients - names
+        return self.sender.release(sorted(names))
+
+    def add_fault(self, fault: Fault) -> None:
+        """Queue a one-shot answer."""
+        self.faults.append(fault)
+
+    def reset(self) -> None:
+        """Clear receipts, counters, faults, rate buckets and every pending delivery or callback; re-seed."""
+        self.generation += 1
+        self.receipts.clear()
+        self.sender.clear()
+        self.stats.clear()
+        self.faults.clear()
+        self._buckets.clear()
+        self.rng.seed(self.seed)
+
+
+def _invalid(body: Any) -> str | None:
+    """Why a send body is not a valid Cloud API message (None when it is)."""
+    if not isinstance(body, dict):
+        return "The request body must be a JSON object."
+    if body.get("messaging_product") != "whatsapp":
+        return "Param messaging_product must be 'whatsapp'."
+    to = body.get("to")
+    if not isinstance(to, str) or not to:
+        return "Param to is required."
+    kind = body.get("type", "text")
+    if kind not in MESSAGE_TYPES:
+        return f"Param type must be one of {sorted(MESSAGE_TYPES)}."
+    if not isinstance(body.get(kind), dict):
+        return f"Param {kind} is required for type {kind}."
+    data = body.get("biz_opaque_callback_data")
+    if data is not None and (not isinstance(data, str) or len(data) > 512):
+        return "Param biz_opaque_callback_data must be a string of at most 512 characters."
+    return None
