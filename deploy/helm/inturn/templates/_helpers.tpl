@@ -1,0 +1,227 @@
+{{/*
+Names, labels, image, settings-as-environment and the checks that fail rendering.
+Templates that take a component are called with (dict "ctx" $ "component" "worker").
+*/}}
+
+{{- define "inturn.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release + chart name, cut to 63 characters (a DNS label); the release name alone when it holds the chart name. */}}
+{{- define "inturn.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A component's resource name: fullname cut so that "-<component>" still fits in 63 characters. */}}
+{{- define "inturn.componentName" -}}
+{{- $full := include "inturn.fullname" .ctx }}
+{{- printf "%s-%s" ($full | trunc (int (sub 62 (len .component))) | trimSuffix "-") .component }}
+{{- end }}
+
+{{- define "inturn.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "inturn.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "inturn.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end }}
+
+{{- define "inturn.labels" -}}
+helm.sh/chart: {{ include "inturn.chart" .ctx }}
+{{ include "inturn.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: inturn
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "inturn.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{- define "inturn.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "inturn.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "inturn.reportServiceAccountName" -}}
+{{- if .Values.report.serviceAccount.create }}
+{{- default (include "inturn.componentName" (dict "ctx" . "component" "report")) .Values.report.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.report.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the items refer to unless an item names its own. */}}
+{{- define "inturn.secretName" -}}
+{{- default (printf "%s-secrets" (include "inturn.fullname" .)) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/* One settings value as an environment string: maps and lists as JSON, whole numbers without an exponent. */}}
+{{- define "inturn.envValue" -}}
+{{- $v := . }}
+{{- if or (kindIs "map" $v) (kindIs "slice" $v) }}
+{{- toJson $v }}
+{{- else if and (kindIs "float64" $v) (eq $v (floor $v)) }}
+{{- int64 $v | toString }}
+{{- else }}
+{{- toString $v }}
+{{- end }}
+{{- end }}
+
+{{/*
+The settings (field name -> value) one component reads, before they become INTURN_* variables: the shared
+`config`, the topic layout, the component's own `config` and the ports the chart wires into probes and Services.
+*/}}
+{{- define "inturn.settings" -}}
+{{- $v := .ctx.Values }}
+{{- $s := deepCopy $v.config }}
+{{- $_ := set $s "topic_partitions" $v.topics.partitions }}
+{{- $_ := set $s "topic_replication" $v.topics.replication }}
+{{- $_ := set $s "topic_retention_ms" $v.topics.retentionMs }}
+{{- if eq .component "worker" }}
+{{- $s = merge (dict "worker_http_port" $v.worker.port) (deepCopy $v.worker.config) $s }}
+{{- else if eq .component "webhook" }}
+{{- $s = merge (dict "webhook_port" $v.webhook.port) (deepCopy $v.webhook.config) $s }}
+{{- else if eq .component "bridge" }}
+{{- $s = merge (dict "bridge_mode" $v.bridge.mode "bridge_http_port" $v.bridge.port) (deepCopy $v.bridge.config) $s }}
+{{- else if eq .component "report" }}
+{{- $s = merge (deepCopy $v.report.config) $s }}
+{{- end }}
+{{- toYaml $s }}
+{{- end }}
+
+{{/* The same settings as INTURN_* name -> string, the data of the component's ConfigMap. */}}
+{{- define "inturn.configData" -}}
+{{- $settings := include "inturn.settings" . | fromYaml }}
+{{- range $field := keys $settings | sortAlpha }}
+{{ printf "INTURN_%s" (upper $field) }}: {{ include "inturn.envValue" (get $settings $field) | quote }}
+{{- end }}
+{{- end }}
+
+{{/* checksum/config: changes whenever the component's settings change, so its pods roll. */}}
+{{- define "inturn.configChecksum" -}}
+{{- include "inturn.configData" . | sha256sum }}
+{{- end }}
+
+{{/* checksum/secret: only for a chart-created Secret (the chart cannot see an existing one's data). */}}
+{{- define "inturn.secretChecksum" -}}
+{{- if and .Values.secrets.create (not .Values.secrets.existingSecret) }}
+{{- toJson .Values.secrets.values | sha256sum }}
+{{- end }}
+{{- end }}
+
+{{/* env entries for the secrets a component gets: valueFrom.secretKeyRef only, never a literal value. */}}
+{{- define "inturn.secretEnv" -}}
+{{- $ctx := .ctx }}
+{{- $component := .component }}
+{{- range $name := keys $ctx.Values.secrets.items | sortAlpha }}
+{{- $item := get $ctx.Values.secrets.items $name }}
+{{- if has $component $item.components }}
+- name: {{ printf "INTURN_%s" (upper $item.field) }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ default (include "inturn.secretName" $ctx) $item.existingSecret }}
+      key: {{ $item.key }}
+      optional: {{ $item.optional }}
+{{- end }}
+{{- end }}
+{{- if $ctx.Values.kafkaClientConfig.existingSecret }}
+- name: INTURN_KAFKA_CLIENT_CONFIG
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ctx.Values.kafkaClientConfig.existingSecret }}
+      key: {{ $ctx.Values.kafkaClientConfig.key }}
+{{- end }}
+{{- end }}
+
+{{- define "inturn.podSecurityContext" -}}
+{{- toYaml .Values.podSecurityContext }}
+{{- end }}
+
+{{- define "inturn.securityContext" -}}
+{{- toYaml .Values.securityContext }}
+{{- end }}
+
+{{/* The writable /tmp every container gets (the root filesystem is read-only). */}}
+{{- define "inturn.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end }}
+
+{{- define "inturn.tmpMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end }}
+
+{{- define "inturn.topologySpread" -}}
+{{- if .ctx.Values.topologySpread.enabled }}
+topologySpreadConstraints:
+{{- range .ctx.Values.topologySpread.topologyKeys }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: {{ $.ctx.Values.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "inturn.selectorLabels" $ | nindent 8 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Checks that fail rendering with a message saying what to change. */}}
+{{- define "inturn.validate" -}}
+{{- $v := .Values }}
+{{- $partitions := int $v.topics.partitions }}
+{{- if $v.worker.enabled }}
+{{- if gt (int $v.worker.replicas) $partitions }}
+{{- fail (printf "worker.replicas (%d) exceeds topics.partitions (%d): a consumer group gives each partition to one member, so the extra workers would idle. Lower worker.replicas or add partitions (and set topics.partitions)." (int $v.worker.replicas) $partitions) }}
+{{- end }}
+{{- if and $v.worker.hpa.enabled (gt (int $v.worker.hpa.maxReplicas) $partitions) }}
+{{- fail (printf "worker.hpa.maxReplicas (%d) exceeds topics.partitions (%d)." (int $v.worker.hpa.maxReplicas) $partitions) }}
+{{- end }}
+{{- if and $v.worker.keda.enabled (gt (int $v.worker.keda.maxReplicas) $partitions) }}
+{{- fail (printf "worker.keda.maxReplicas (%d) exceeds topics.partitions (%d)." (int $v.worker.keda.maxReplicas) $partitions) }}
+{{- end }}
+{{- if and $v.worker.hpa.enabled $v.worker.keda.enabled }}
+{{- fail "worker.hpa and worker.keda are both enabled; they would fight over the worker's replicas: enable one." }}
+{{- end }}
+{{- end }}
+{{- $secretFields := list "kafka_client_config" }}
+{{- range $item := $v.secrets.items }}
+{{- $secretFields = append $secretFields $item.field }}
+{{- end }}
+{{- range $where, $config := dict "config" $v.config "worker.config" $v.worker.config "webhook.config" $v.webhook.config "bridge.config" $v.bridge.config "report.config" $v.report.config }}
+{{- range $field, $_ := $config }}
+{{- if has $field $secretFields }}
+{{- fail (printf "%s.%s is a secret: it must come from a Secret (secrets.items / kafkaClientConfig), never from a ConfigMap." $where $field) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $v.secrets.create $v.secrets.existingSecret }}
+{{- fail "secrets.create and secrets.existingSecret are both set: the chart creates a Secret only when you name none." }}
+{{- end }}
+{{- end }}

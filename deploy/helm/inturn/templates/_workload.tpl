@@ -1,0 +1,193 @@
+{{/*
+The Deployment, Service, PodDisruptionBudget and HPA shared by the long-running components (worker, webhook,
+bridge): one image, a subcommand, one HTTP port serving /metrics, /healthz and /readyz.
+Called with (dict "ctx" $ "component" "worker" "args" (list "worker")).
+*/}}
+{{- define "inturn.deployment" -}}
+{{- $ctx := .ctx }}
+{{- $c := get $ctx.Values .component }}
+{{- $name := include "inturn.componentName" . }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ $name }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+spec:
+  {{- if not (or $c.hpa.enabled (and (hasKey $c "keda") $c.keda.enabled)) }}
+  replicas: {{ $c.replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "inturn.selectorLabels" . | nindent 6 }}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxSurge: 1
+      maxUnavailable: 0
+  template:
+    metadata:
+      labels:
+        {{- include "inturn.labels" . | nindent 8 }}
+        {{- with $c.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        checksum/config: {{ include "inturn.configChecksum" . }}
+        {{- with include "inturn.secretChecksum" $ctx }}
+        checksum/secret: {{ . }}
+        {{- end }}
+        {{- with $c.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      serviceAccountName: {{ include "inturn.serviceAccountName" $ctx }}
+      automountServiceAccountToken: {{ $ctx.Values.serviceAccount.automountToken }}
+      terminationGracePeriodSeconds: {{ $c.terminationGracePeriodSeconds }}
+      securityContext:
+        {{- include "inturn.podSecurityContext" $ctx | nindent 8 }}
+      {{- with $ctx.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- include "inturn.topologySpread" . | nindent 6 }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "inturn.image" $ctx }}
+          imagePullPolicy: {{ $ctx.Values.image.pullPolicy }}
+          command: [inturn]
+          args:
+            {{- toYaml .args | nindent 12 }}
+          ports:
+            - name: http
+              containerPort: {{ $c.port }}
+              protocol: TCP
+          envFrom:
+            - configMapRef:
+                name: {{ $name }}
+          env:
+            {{- include "inturn.secretEnv" . | nindent 12 }}
+            {{- with $c.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          livenessProbe:
+            {{- toYaml $c.livenessProbe | nindent 12 }}
+          readinessProbe:
+            {{- toYaml $c.readinessProbe | nindent 12 }}
+          startupProbe:
+            {{- toYaml $c.startupProbe | nindent 12 }}
+          resources:
+            {{- toYaml $c.resources | nindent 12 }}
+          securityContext:
+            {{- include "inturn.securityContext" $ctx | nindent 12 }}
+          volumeMounts:
+            {{- include "inturn.tmpMount" $ctx | nindent 12 }}
+      volumes:
+        {{- include "inturn.tmpVolume" $ctx | nindent 8 }}
+      {{- with $c.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+
+{{- define "inturn.configMap" -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "inturn.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+data:
+  {{- include "inturn.configData" . | nindent 2 }}
+{{- end }}
+
+{{- define "inturn.service" -}}
+{{- $c := get .ctx.Values .component }}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "inturn.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+  {{- with (and (hasKey $c "service") $c.service.annotations) }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: {{ if hasKey $c "service" }}{{ $c.service.type }}{{ else }}ClusterIP{{ end }}
+  selector:
+    {{- include "inturn.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: http
+      port: {{ if hasKey $c "service" }}{{ $c.service.port }}{{ else }}{{ $c.port }}{{ end }}
+      targetPort: http
+      protocol: TCP
+{{- end }}
+
+{{- define "inturn.pdb" -}}
+{{- $c := get .ctx.Values .component }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "inturn.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+spec:
+  {{- if hasKey $c.pdb "minAvailable" }}
+  minAvailable: {{ $c.pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $c.pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "inturn.selectorLabels" . | nindent 6 }}
+{{- end }}
+
+{{- define "inturn.hpa" -}}
+{{- $c := get .ctx.Values .component }}
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "inturn.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "inturn.componentName" . }}
+  minReplicas: {{ $c.hpa.minReplicas }}
+  maxReplicas: {{ $c.hpa.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ $c.hpa.targetCPUUtilizationPercentage }}
+  behavior:
+    scaleDown:
+      # Scale down one pod at a time, slowly: for the worker each removal is a consumer-group rebalance.
+      stabilizationWindowSeconds: 300
+      policies:
+        - type: Pods
+          value: 1
+          periodSeconds: 120
+{{- end }}
