@@ -18,7 +18,7 @@ def _migration_files() -> list[tuple[str, str]]:
     return sorted((f.name, f.read_text()) for f in folder.iterdir() if f.name.endswith(".sql"))
 
 
-async def migrate(conn: asyncpg.Connection) -> list[str]:
+async def migrate(conn: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy) -> list[str]:
     """Apply the migrations not yet applied; returns their names (empty when up to date)."""
     applied: list[str] = []
     await conn.execute(

@@ -1,0 +1,42 @@
+"""A generic JSON-over-HTTP platform: ``POST {base}/messages`` answering ``{"id": ...}``.
+
+The message id goes in the ``Idempotency-Key`` header, so a platform that honours it drops the
+re-send of an in-flight message after a crash. Acks come back through the webhook's generic
+endpoint (``/webhooks/generic/{platform}``) carrying room_id and message_id.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult
+from inturn.schemas import Message
+
+
+class GenericAdapter(PlatformAdapter):
+    """Sends ``{room_id, message_id, recipient, payload}`` as JSON with a bearer token."""
+
+    name = "generic"
+
+    def prepare(self, message: Message) -> PreparedSend:
+        """Render the JSON body; the account is the message's account or 'default'."""
+        body = {
+            "room_id": message.room_id,
+            "message_id": message.message_id,
+            "recipient": message.recipient,
+            "payload": message.payload,
+        }
+        return PreparedSend(
+            url=f"{self.settings.generic_base_url.rstrip('/')}/messages",
+            body=orjson.dumps(body),
+            account=message.account or "default",
+            headers={
+                "Authorization": f"Bearer {self.settings.generic_token.get_secret_value()}",
+                "Content-Type": "application/json",
+                "Idempotency-Key": message.message_id,
+            },
+        )
+
+    def parse_accepted(self, body: bytes) -> SendResult:
+        """``{"id": "..."}``."""
+        return SendResult(platform_message_id=str(orjson.loads(body)["id"]))

@@ -1,0 +1,114 @@
+"""The acks reader: for every messages partition p this worker owns, it reads acks partition p.
+
+It mirrors the group's assignment with a manual ``assign`` on a consumer of its own (no group
+membership, never commits), positioned by time a little before the assignment so acks published
+while the partition moved are not missed (DESIGN.md, invariant 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+from confluent_kafka import OFFSET_END, Message, TopicPartition
+
+from inturn.errors import SchemaError
+from inturn.kafka import make_consumer
+from inturn.metrics import worker as m
+from inturn.schemas import Ack, DeadLetter, EventType, decode
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.acks import AckRouter, Routed
+from inturn_worker.events import EventLog
+
+log = structlog.get_logger("inturn.worker.acks")
+
+
+class AckReader:
+    """Consumes the acks partitions mirroring the messages assignment and routes each ack."""
+
+    def __init__(self, settings: WorkerSettings, router: AckRouter, events: EventLog) -> None:
+        self._settings = settings
+        self._router = router
+        self._events = events
+        self._consumer = make_consumer(
+            settings, f"{settings.worker_group_id}.acks.{settings.worker_id}", **{"auto.offset.reset": "latest"}
+        )
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
+        self._changes: deque[tuple[str, list[int], int]] = deque()
+        self._stopping = False
+
+    def assign(self, partitions: list[int], since_ms: int) -> None:
+        """Start reading these acks partitions from ``since_ms`` (applied by the reader's own thread)."""
+        self._changes.append(("assign", partitions, since_ms))
+
+    def unassign(self, partitions: list[int]) -> None:
+        """Stop reading these acks partitions."""
+        self._changes.append(("unassign", partitions, 0))
+
+    def _apply_changes(self) -> None:
+        topic = self._settings.topic_acks
+        while self._changes:
+            action, partitions, since_ms = self._changes.popleft()
+            if action == "assign":
+                wanted = [TopicPartition(topic, p, since_ms) for p in partitions]
+                found = self._consumer.offsets_for_times(wanted, timeout=10)
+                positioned = [
+                    TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
+                ]
+                self._consumer.incremental_assign(positioned)
+            else:
+                self._consumer.incremental_unassign([TopicPartition(topic, p) for p in partitions])
+
+    def _step(self) -> list[Message]:
+        self._apply_changes()
+        return self._consumer.consume(num_messages=1000, timeout=0.1)
+
+    async def run(self) -> None:
+        """Read and route acks until ``stop``."""
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            batch = await loop.run_in_executor(self._thread, self._step)
+            for record in batch:
+                if record.error() is not None:
+                    log.warning("acks_consume_error", error=str(record.error()))
+                    continue
+                self._route(record)
+
+    def _route(self, record: Message) -> None:
+        try:
+            ack = decode(Ack, record.value())
+        except SchemaError as exc:
+            letter = DeadLetter.of(
+                "worker",
+                f"undecodable ack: {exc.reason}",
+                record.value() or b"",
+                topic=record.topic(),
+                partition=record.partition(),
+                offset=record.offset(),
+            )
+            self._events.dead_letter(letter, None)
+            return
+        routed, finished = self._router.route(ack)
+        if routed is Routed.LATE and finished is not None:
+            m.LATE_ACKS.labels(ack.platform).inc()
+            self._events.emit(
+                EventType.LATE_ACK,
+                ack.room_id,
+                finished.message_id,
+                ack.platform,
+                finished.partition,
+                finished.offset,
+                acked_at_ms=ack.received_at_ms,
+                platform_message_id=ack.platform_message_id,
+                detail=ack.status.value,
+            )
+        elif routed is Routed.DUPLICATE:
+            m.DUPLICATE_ACKS.labels(ack.platform).inc()
+
+    async def close(self) -> None:
+        """Stop reading and close the consumer."""
+        self._stopping = True
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._consumer.close)
+        self._thread.shutdown(wait=False)

@@ -1,0 +1,158 @@
+"""The worker's lifecycle: start, run, drain on SIGTERM/SIGINT, close.
+
+Start-up fails fast: bad settings, missing topics or mismatched partition counts, or an
+unreachable PostgreSQL stop the process with a clear error. A first signal starts a bounded drain
+(readiness goes false, intake stops, in-flight messages get ``worker_revoke_grace_ms``, cursors
+and offsets are written); a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import structlog
+from aiohttp import web
+
+from inturn import topics
+from inturn.db import migrate
+from inturn.db.pool import create_pool
+from inturn.kafka import make_admin, make_producer
+from inturn.metrics import worker as m
+from inturn.platforms import ADAPTERS, PlatformAdapter
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.ack_reader import AckReader
+from inturn_worker.acks import AckRouter
+from inturn_worker.checkpoint import Checkpoint
+from inturn_worker.events import EventLog
+from inturn_worker.health import start_health_server
+from inturn_worker.intake import Intake
+from inturn_worker.partition import PartitionState
+from inturn_worker.room import Rooms
+from inturn_worker.store import Store
+
+log = structlog.get_logger("inturn.worker")
+
+
+class Worker:
+    """One worker process: a member of the consumer group with its rooms, acks reader and checkpoint."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.draining = False
+        self._stop = asyncio.Event()
+        self._checkpoint: Checkpoint | None = None
+        self._health: web.AppRunner | None = None
+        self.http_port: int | None = None
+
+    def stop(self) -> None:
+        """Begin the graceful drain (idempotent)."""
+        self.draining = True
+        m.DRAINING.set(1)
+        self._stop.set()
+
+    def _ready(self) -> tuple[bool, dict[str, object]]:
+        postgres = self._checkpoint.postgres_ok if self._checkpoint else False
+        ok = not self.draining and postgres
+        return ok, {"draining": self.draining, "postgres": postgres}
+
+    async def run(self) -> None:
+        """Run until ``stop`` (or a signal), then drain and close everything."""
+        settings = self.settings
+        topics.check(make_admin(settings), settings)
+        pool = await create_pool(settings)
+        async with pool.acquire() as conn:
+            await migrate(conn)
+        store = Store(pool, settings.topic_messages)
+        events = EventLog(make_producer(settings, **EventLog.delivery_config()), settings)
+        send_timeout = settings.worker_send_timeout_ms / 1000
+        adapters: dict[str, PlatformAdapter] = {
+            name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()
+        }
+        router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
+        rooms = Rooms(settings, adapters, events, router, store)
+        parts: dict[int, PartitionState] = {}
+        acks = AckReader(settings, router, events)
+        intake = Intake(settings, parts, rooms, events, store, acks)
+        checkpoint = Checkpoint(settings, parts, rooms, events, store, intake.request_commit)
+        intake.checkpoint = checkpoint
+        self._checkpoint = checkpoint
+        self._health = await start_health_server(settings.worker_http_host, settings.worker_http_port, self._ready)
+        self.http_port = _bound_port(self._health)
+        log.info(
+            "worker_started",
+            worker_id=settings.worker_id,
+            mode=str(settings.worker_mode),
+            group=settings.worker_group_id,
+            http_port=self.http_port,
+        )
+        tasks = [
+            asyncio.create_task(intake.run(), name="intake"),
+            asyncio.create_task(acks.run(), name="acks"),
+            asyncio.create_task(checkpoint.run(), name="checkpoint"),
+        ]
+        stop_wait = asyncio.create_task(self._stop.wait(), name="stop")
+        try:
+            done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stop_wait and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            self.draining = True
+            m.DRAINING.set(1)
+            log.info("worker_draining")
+            intake.stop()
+            await asyncio.wait([tasks[0]], timeout=5)
+            await intake.close()  # revokes everything: bounded drain, final checkpoint, commit
+            checkpoint.stop()
+            await acks.close()
+            await rooms.close()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            stop_wait.cancel()
+            await events.confirm(wait_s=10.0)
+            for adapter in adapters.values():
+                await adapter.close()
+            await pool.close()
+            await self._health.cleanup()
+            log.info("worker_stopped")
+
+
+def _bound_port(runner: web.AppRunner) -> int | None:
+    for site in runner.sites:
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            return int(server.sockets[0].getsockname()[1])
+    return None
+
+
+def main(settings: WorkerSettings) -> None:
+    """Run a worker process with signal handling (a second signal exits at once)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        uvloop = None  # type: ignore[assignment]
+
+    async def run() -> None:
+        worker = Worker(settings)
+        loop = asyncio.get_running_loop()
+        signals = 0
+
+        def on_signal() -> None:
+            nonlocal signals
+            signals += 1
+            if signals > 1:
+                log.warning("second_signal_exit")
+                os._exit(130)
+            worker.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal)
+        await worker.run()
+
+    if uvloop is not None:
+        uvloop.run(run())
+    else:
+        asyncio.run(run())

@@ -1,0 +1,131 @@
+"""The checkpoint: events confirmed in Kafka → room cursors written under each partition's epoch →
+offsets committed. In that order, so nothing is marked done before its terminal event is safe.
+
+Each successful round renews the partitions' leases; a partition whose epoch moved on (a newer
+owner claimed it) is fenced at once and its rooms stop. While PostgreSQL is unreachable no lease
+is renewed, so sending pauses until it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import asyncpg
+import structlog
+
+from inturn.metrics import worker as m
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.events import EventLog
+from inturn_worker.partition import PartitionState
+from inturn_worker.room import Rooms
+from inturn_worker.store import Store
+
+log = structlog.get_logger("inturn.worker.checkpoint")
+
+CommitRequest = Callable[[dict[int, int]], None]
+
+
+class Checkpoint:
+    """Runs checkpoints periodically, and on demand for a revoke or shutdown."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        parts: dict[int, PartitionState],
+        rooms: Rooms,
+        events: EventLog,
+        store: Store,
+        commit: CommitRequest,
+    ) -> None:
+        self._settings = settings
+        self._parts = parts
+        self._rooms = rooms
+        self._events = events
+        self._store = store
+        self._commit = commit
+        self._lock = asyncio.Lock()
+        self._last_commit = 0.0
+        self._stopping = False
+        self.postgres_ok = False
+
+    async def run(self) -> None:
+        """Checkpoint every ``worker_cursor_flush_ms`` until stopped."""
+        interval = self._settings.worker_cursor_flush_ms / 1000
+        backoff = interval
+        while not self._stopping:
+            ok = await self.once()
+            backoff = interval if ok else min(5.0, backoff * 2)
+            await asyncio.sleep(backoff if not ok else interval)
+
+    def stop(self) -> None:
+        """End ``run`` after its current round."""
+        self._stopping = True
+
+    async def once(self, only: list[PartitionState] | None = None) -> dict[int, int] | None:
+        """One round; returns the offsets that may be committed (None when the round failed)."""
+        async with self._lock:
+            parts = only if only is not None else [p for p in self._parts.values() if not p.gone]
+            updates = self._rooms.take_cursor_updates()
+            committable = {p.partition: c for p in parts if (c := p.offsets.committable()) is not None}
+            if not await self._events.confirm(wait_s=10.0):
+                log.warning("events_not_confirmed")
+                self._rooms.restore_cursor_updates(updates)
+                return None
+            try:
+                await self._claim_missing(parts)
+                epochs = {p.partition: p.epoch for p in parts if p.epoch is not None}
+                mine = [u for u in updates if u.partition in epochs]
+                # Updates of other partitions still owned wait for their own round; those of partitions
+                # already gone are not ours to write any more.
+                live = {p.partition for p in self._parts.values() if not p.gone}
+                self._rooms.restore_cursor_updates(
+                    [u for u in updates if u.partition not in epochs and u.partition in live]
+                )
+                updates = mine
+                fenced = await self._store.checkpoint(mine, epochs) if epochs else set()
+            except (asyncpg.PostgresError, OSError) as exc:
+                self.postgres_ok = False
+                m.POSTGRES_UP.set(0)
+                log.warning("checkpoint_failed", error=str(exc))
+                self._rooms.restore_cursor_updates(updates)
+                return None
+            self.postgres_ok = True
+            m.POSTGRES_UP.set(1)
+            allowed: dict[int, int] = {}
+            for part in parts:
+                if part.partition in fenced:
+                    self._fence(part)
+                elif part.epoch is not None:
+                    part.renew()
+                    if part.partition in committable:
+                        allowed[part.partition] = committable[part.partition]
+            now = time.monotonic()
+            if only is None and now - self._last_commit >= self._settings.worker_commit_interval_ms / 1000:
+                self._last_commit = now
+                self._commit(allowed)
+            self._publish_gauges()
+            return allowed
+
+    async def _claim_missing(self, parts: list[PartitionState]) -> None:
+        missing = [p for p in parts if p.epoch is None and not p.gone]
+        if missing:
+            epochs = await self._store.claim([p.partition for p in missing], self._settings.worker_id)
+            for part in missing:
+                part.epoch = epochs[part.partition]
+
+    def _fence(self, part: PartitionState) -> None:
+        if not part.fenced:
+            log.warning("partition_fenced", partition=part.partition, epoch=part.epoch)
+            m.FENCED.inc()
+        part.fenced = True
+        part.wake()
+
+    def _publish_gauges(self) -> None:
+        m.ACTIVE_ROOMS.set(self._rooms.active)
+        m.STUCK_ROOMS.set(self._rooms.stuck())
+        for part in self._parts.values():
+            label = str(part.partition)
+            m.BUFFERED.labels(label).set(part.offsets.in_flight)
+            m.COMMIT_LAG.labels(label).set(part.offsets.lag())

@@ -1,0 +1,271 @@
+"""The messages consumer: batches in, per-room queues out; rebalances, backpressure and commits.
+
+All calls on the consumer run on one thread of their own (``consume`` blocks there, one hop per
+batch). Rebalance callbacks run inside ``consume`` on that thread; they hand the asynchronous
+part (claiming epochs, draining rooms, the final checkpoint) to the event loop and block until it
+is done, so partitions are released only after in-flight messages had their bounded grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import structlog
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from inturn.errors import SchemaError
+from inturn.kafka import make_consumer
+from inturn.metrics import worker as m
+from inturn.schemas import DeadLetter, EventType, decode, now_ms
+from inturn.schemas import Message as InturnMessage
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.ack_reader import AckReader
+from inturn_worker.checkpoint import Checkpoint
+from inturn_worker.events import EventLog
+from inturn_worker.partition import PartitionState
+from inturn_worker.room import Entry, Rooms
+from inturn_worker.store import Store, retrying
+
+log = structlog.get_logger("inturn.worker.intake")
+
+
+class Intake:
+    """Owns the group consumer of the messages topic."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        parts: dict[int, PartitionState],
+        rooms: Rooms,
+        events: EventLog,
+        store: Store,
+        acks: AckReader,
+    ) -> None:
+        self._settings = settings
+        self._parts = parts
+        self._rooms = rooms
+        self._events = events
+        self._store = store
+        self._acks = acks
+        self._topic = settings.topic_messages
+        self._mode = str(settings.worker_mode)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="intake")
+        self._stopping = False
+        self._pending_commit: dict[int, int] | None = None
+        self.checkpoint: Checkpoint | None = None
+        extra: dict[str, Any] = {
+            "session.timeout.ms": settings.worker_session_timeout_ms,
+            "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
+            "max.poll.interval.ms": max(300_000, settings.worker_session_timeout_ms * 2),
+        }
+        if settings.worker_instance_id:
+            extra["group.instance.id"] = settings.worker_instance_id
+        self._consumer: Consumer = make_consumer(settings, settings.worker_group_id, **extra)
+        self._lease_s = min(settings.worker_session_timeout_ms / 2000, 5.0)
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Consume until ``stop``; then leave the group (draining what is in flight)."""
+        self._loop = asyncio.get_running_loop()
+        self._consumer.subscribe(
+            [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        batch_size = self._settings.worker_poll_batch
+        while not self._stopping:
+            batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
+            if batch:
+                await self._take(batch)
+            self._events.poll()
+
+    def _step(self, batch_size: int) -> list[Message]:
+        """On the consumer thread: commit what the checkpoint allowed, apply backpressure, consume."""
+        if self._pending_commit:
+            offsets, self._pending_commit = self._pending_commit, None
+            self._commit(offsets, asynchronous=True)
+        self._backpressure()
+        return self._consumer.consume(num_messages=batch_size, timeout=0.1)
+
+    async def _take(self, batch: list[Message]) -> None:
+        consumed_at = now_ms()
+        new_rooms: dict[int, set[str]] = {}
+        entries: list[Entry] = []
+        for record in batch:
+            if record.error() is not None:
+                log.warning("consume_error", error=str(record.error()))
+                continue
+            partition = record.partition() or 0
+            offset = record.offset() or 0
+            part = self._parts.get(partition)
+            if part is None or part.gone:
+                continue  # a record fetched just before its partition left; the new owner reads it again
+            part.offsets.consumed(offset)
+            m.CONSUMED.labels(self._mode).inc()
+            raw = record.value() or b""
+            try:
+                message = decode(InturnMessage, record.value())
+            except SchemaError as exc:
+                await self._undecodable(part, offset, raw, record.key(), exc.reason)
+                continue
+            entries.append(Entry(part, offset, message, raw, consumed_at))
+            if message.room_id not in part.cursors:
+                new_rooms.setdefault(partition, set()).add(message.room_id)
+        if new_rooms:
+            await self._load_cursors(new_rooms)
+        for entry in entries:
+            if not entry.part.gone:
+                self._rooms.enqueue(entry)
+
+    async def _load_cursors(self, new_rooms: dict[int, set[str]]) -> None:
+        """Cursors of rooms first seen since the assignment (one query per batch); retried until it works."""
+        rooms = sorted(set().union(*new_rooms.values()))
+        found = await retrying(lambda: self._store.cursors(rooms), "cursor_load")
+        for partition, room_ids in new_rooms.items():
+            part = self._parts.get(partition)
+            if part is None:
+                continue
+            for room_id in room_ids:
+                cursor = found.get(room_id)
+                # A cursor from another partition predates a partition-count change: it does not apply.
+                part.cursors[room_id] = cursor[1] if cursor is not None and cursor[0] == partition else -1
+
+    async def _undecodable(
+        self, part: PartitionState, offset: int, raw: bytes, key: bytes | str | None, reason: str
+    ) -> None:
+        """An undecodable message: dead letter with the reason, terminal, and the loop goes on."""
+        room = key.decode(errors="replace") if isinstance(key, bytes) else key
+        letter = DeadLetter.of(
+            "worker",
+            f"undecodable message: {reason}",
+            raw,
+            room_id=room,
+            topic=self._topic,
+            partition=part.partition,
+            offset=offset,
+        )
+        self._events.dead_letter(letter, room)
+        await retrying(lambda: self._store.dead_letter(letter), "dead_letter")
+        m.DEAD_LETTERS.labels("unknown", "undecodable").inc()
+        self._events.emit(
+            EventType.DEAD_LETTERED,
+            room or "?",
+            f"offset-{offset}",
+            "unknown",
+            part.partition,
+            offset,
+            detail=letter.reason,
+        )
+        part.offsets.terminal(offset)
+
+    # --- backpressure and commits (consumer thread) ------------------------------------------------
+
+    def _backpressure(self) -> None:
+        high, low = self._settings.worker_high_watermark, self._settings.worker_low_watermark
+        pause, resume = [], []
+        for part in list(self._parts.values()):
+            buffered = part.offsets.in_flight
+            if not part.paused and buffered >= high:
+                part.paused = True
+                pause.append(TopicPartition(self._topic, part.partition))
+            elif part.paused and buffered <= low:
+                part.paused = False
+                resume.append(TopicPartition(self._topic, part.partition))
+        if pause:
+            self._consumer.pause(pause)
+        if resume:
+            self._consumer.resume(resume)
+        if pause or resume:
+            m.PAUSED_PARTITIONS.set(sum(1 for p in self._parts.values() if p.paused))
+
+    def request_commit(self, offsets: dict[int, int]) -> None:
+        """Called by the checkpoint: commit these offsets at the next turn of the consumer thread."""
+        self._pending_commit = offsets
+
+    def _commit(self, offsets: dict[int, int], asynchronous: bool) -> None:
+        tps = []
+        for partition, offset in offsets.items():
+            part = self._parts.get(partition)
+            if part is None or part.fenced or (part.offsets.committed is not None and offset <= part.offsets.committed):
+                continue
+            part.offsets.committed = offset
+            tps.append(TopicPartition(self._topic, partition, offset))
+        if tps:
+            try:
+                if asynchronous:
+                    self._consumer.commit(offsets=tps, asynchronous=True)
+                else:
+                    self._consumer.commit(offsets=tps, asynchronous=False)
+            except Exception as exc:  # noqa: BLE001 - a failed commit is retried by the next checkpoint
+                log.warning("commit_failed", error=str(exc))
+                for tp in tps:
+                    self._parts[tp.partition].offsets.committed = None
+
+    # --- rebalances (consumer thread → event loop) -------------------------------------------------
+
+    def _in_loop(self, coro: Any, timeout: float) -> Any:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = [tp.partition for tp in partitions]
+        log.info("partitions_assigned", partitions=numbers)
+        self._in_loop(self._assigned(numbers), timeout=60)
+
+    async def _assigned(self, numbers: list[int]) -> None:
+        since = now_ms() - self._settings.worker_ack_lookback_ms
+        for partition in numbers:
+            self._parts[partition] = PartitionState(partition, self._lease_s)
+        self._acks.assign(numbers, since)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+        if self.checkpoint is not None:
+            await self.checkpoint.once(only=[self._parts[p] for p in numbers])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = [tp.partition for tp in partitions if tp.partition in self._parts]
+        if not numbers:
+            return
+        log.info("partitions_revoked", partitions=numbers)
+        grace = self._settings.worker_revoke_grace_ms / 1000
+        allowed = self._in_loop(self._revoked(numbers, grace), timeout=grace + 30)
+        if allowed:
+            self._commit(allowed, asynchronous=False)
+        for partition in numbers:
+            self._parts.pop(partition, None)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+
+    async def _revoked(self, numbers: list[int], grace: float) -> dict[int, int] | None:
+        parts = [self._parts[p] for p in numbers]
+        await self._rooms.drain(parts, grace)
+        allowed = await self.checkpoint.once(only=parts) if self.checkpoint is not None else None
+        self._acks.unassign(numbers)
+        return allowed
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = [tp.partition for tp in partitions if tp.partition in self._parts]
+        log.warning("partitions_lost", partitions=numbers)
+        self._in_loop(self._lost(numbers), timeout=30)
+        for partition in numbers:
+            self._parts.pop(partition, None)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+
+    async def _lost(self, numbers: list[int]) -> None:
+        parts = [self._parts[p] for p in numbers]
+        for part in parts:
+            part.fenced = True  # lost: another worker may own it already; nothing more from us
+        await self._rooms.drain(parts, 0)
+        self._acks.unassign(numbers)
+
+    # --- shutdown ------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """End ``run`` after the current batch."""
+        self._stopping = True
+
+    async def close(self) -> None:
+        """Leave the group: the revoke callback drains, checkpoints and commits; then close."""
+        assert self._loop is not None
+        await self._loop.run_in_executor(self._thread, self._consumer.close)
+        self._thread.shutdown(wait=False)

@@ -1,0 +1,68 @@
+"""What the worker knows about one messages partition it owns: offsets, epoch, lease, cursors.
+
+A partition may send only while it is owned (not revoked, lost or fenced) and its lease is fresh:
+the lease is renewed by each successful checkpoint (events confirmed, cursors written under the
+partition's epoch). A worker that was frozen, or cut off from PostgreSQL, therefore stops sending
+before it could send something it cannot account for (DESIGN.md, invariant 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from inturn_worker.offsets import PartitionOffsets
+
+
+class PartitionGone(Exception):
+    """The partition was revoked, lost or fenced while a room of it was working."""
+
+
+class PartitionState:
+    """One assigned messages partition."""
+
+    def __init__(self, partition: int, lease_s: float) -> None:
+        self.partition = partition
+        self.offsets = PartitionOffsets()
+        self.epoch: int | None = None
+        self.revoked = False
+        self.fenced = False
+        self.paused = False
+        self.cursors: dict[str, int] = {}
+        self.lock = asyncio.Lock()  # one message in flight per partition ('partition' mode)
+        self._lease_s = lease_s
+        self._lease_until = 0.0
+        self._renewed = asyncio.Event()
+
+    @property
+    def gone(self) -> bool:
+        """Revoked, lost or fenced: nothing more may be sent for it."""
+        return self.revoked or self.fenced
+
+    def renew(self) -> None:
+        """A checkpoint under this partition's epoch succeeded."""
+        self._lease_until = time.monotonic() + self._lease_s
+        self._renewed.set()
+        self._renewed = asyncio.Event()
+
+    def lease_valid(self) -> bool:
+        """Whether the lease is fresh right now."""
+        return time.monotonic() < self._lease_until
+
+    async def admit(self) -> None:
+        """Return when a send may go out; raise ``PartitionGone`` once it never may."""
+        while True:
+            if self.gone:
+                raise PartitionGone(self.partition)
+            if time.monotonic() < self._lease_until:
+                return
+            renewed = self._renewed
+            try:
+                await asyncio.wait_for(renewed.wait(), self._lease_s)
+            except TimeoutError:
+                continue
+
+    def wake(self) -> None:
+        """Wake rooms waiting in ``admit`` (after a revoke or fence, so they see it at once)."""
+        self._renewed.set()
+        self._renewed = asyncio.Event()

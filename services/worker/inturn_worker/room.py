@@ -1,0 +1,524 @@
+"""One sender loop per active room: send message N, wait for N's ack or timeout, only then N+1.
+
+A room's loop is created with its first buffered message and ends when its queue is empty.
+Rooms never wait for each other; the only things they share are bounded on purpose: a token
+bucket and a circuit breaker per platform account, a connection pool per platform, and (in
+'partition' mode only) one in-flight message per partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from inturn.errors import PermanentPlatformError, TransientPlatformError
+from inturn.metrics import worker as m
+from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
+from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, now_ms
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.acks import AckRouter
+from inturn_worker.events import EventLog
+from inturn_worker.limits import CircuitBreaker, TokenBucket, full_jitter_backoff
+from inturn_worker.partition import PartitionGone, PartitionState
+from inturn_worker.store import CursorUpdate, Store, retrying
+from inturn_worker.timeouts import AckTimeout
+
+log = structlog.get_logger("inturn.worker.room")
+
+
+@dataclass(slots=True)
+class Entry:
+    """One consumed message waiting its turn in its room."""
+
+    part: PartitionState
+    offset: int
+    message: Message
+    raw: bytes
+    consumed_at_ms: int
+    prepared: PreparedSend | PermanentPlatformError | None = None
+
+
+@dataclass(slots=True)
+class Room:
+    """A room's queue (room order = offset order) and its running loop, if any."""
+
+    room_id: str
+    queue: deque[Entry] = field(default_factory=deque)
+    task: asyncio.Task[None] | None = None
+    in_flight: bool = False
+    blocked: bool = False
+    head_since: float = 0.0
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Rooms:
+    """All rooms of this worker and the loop each runs."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        adapters: dict[str, PlatformAdapter],
+        events: EventLog,
+        router: AckRouter,
+        store: Store,
+    ) -> None:
+        self._settings = settings
+        self._adapters = adapters
+        self._events = events
+        self._router = router
+        self._store = store
+        self._mode = OrderingMode(settings.worker_mode)
+        self._awaits_ack = self._mode in (OrderingMode.ACK, OrderingMode.PARTITION)
+        self._rooms: dict[str, Room] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._timeouts: dict[str, AckTimeout] = {}
+        self._cursor_updates: dict[str, CursorUpdate] = {}
+        self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
+        self._prepare_ahead = settings.worker_prepare_ahead
+
+    # --- intake side -------------------------------------------------------------------------------
+
+    def enqueue(self, entry: Entry) -> None:
+        """Append a consumed message to its room and make sure the room's loop runs."""
+        room_id = entry.message.room_id
+        room = self._rooms.get(room_id)
+        if room is None:
+            room = self._rooms[room_id] = Room(room_id)
+        room.queue.append(entry)
+        if room.task is None:
+            room.head_since = time.monotonic()
+            room.task = asyncio.create_task(self._run(room), name=f"room:{room_id}")
+
+    @property
+    def active(self) -> int:
+        """Rooms with buffered messages."""
+        return len(self._rooms)
+
+    def take_cursor_updates(self) -> list[CursorUpdate]:
+        """The cursor changes since the last call (the checkpoint writes them)."""
+        updates = list(self._cursor_updates.values())
+        self._cursor_updates.clear()
+        return updates
+
+    def restore_cursor_updates(self, updates: list[CursorUpdate]) -> None:
+        """Put back updates a failed checkpoint could not write (newer ones win)."""
+        for update in updates:
+            current = self._cursor_updates.get(update.room_id)
+            if current is None or (current.partition == update.partition and current.offset < update.offset):
+                self._cursor_updates[update.room_id] = update
+
+    def stuck(self) -> int:
+        """Rooms whose head message has waited longer than its ack timeout (a gauge for alerts)."""
+        now = time.monotonic()
+        limit = self._settings.worker_ack_timeout_ms / 1000
+        return sum(1 for room in self._rooms.values() if room.queue and now - room.head_since > 2 * limit)
+
+    # --- revoke / drain ----------------------------------------------------------------------------
+
+    async def drain(self, parts: list[PartitionState], grace_s: float) -> None:
+        """Stop new sends for ``parts``; let in-flight messages finish within ``grace_s``; drop the rest."""
+        for part in parts:
+            part.revoked = True
+            part.wake()
+        gone = {id(p) for p in parts}
+        rooms = [r for r in self._rooms.values() if r.queue and id(r.queue[0].part) in gone]
+        tasks = [r.task for r in rooms if r.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        for room in rooms:
+            room.queue = deque(e for e in room.queue if id(e.part) not in gone)
+            self._router.forget_room(room.room_id)
+            if not room.queue and room.task is None:
+                self._rooms.pop(room.room_id, None)
+        m.ACTIVE_ROOMS.set(len(self._rooms))
+
+    async def close(self) -> None:
+        """Cancel every room loop (after a drain)."""
+        tasks = [r.task for r in self._rooms.values() if r.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        self._rooms.clear()
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    async def _run(self, room: Room) -> None:
+        try:
+            while room.queue:
+                entry = room.queue[0]
+                if entry.part.gone:
+                    return
+                with structlog.contextvars.bound_contextvars(
+                    room_id=room.room_id,
+                    message_id=entry.message.message_id,
+                    partition=entry.part.partition,
+                    offset=entry.offset,
+                ):
+                    await self._deliver(room, entry)
+                room.queue.popleft()
+                room.head_since = time.monotonic()
+        except PartitionGone:
+            return
+        finally:
+            room.task = None
+            room.in_flight = False
+            if not room.queue:
+                self._rooms.pop(room.room_id, None)
+
+    async def _deliver(self, room: Room, entry: Entry) -> None:
+        message = entry.message
+        part = entry.part
+        cursor = part.cursors.get(room.room_id)
+        if cursor is not None and entry.offset <= cursor:
+            m.SKIPPED_DUPLICATES.inc()
+            self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
+            return
+        if room.blocked or await self._store_blocked(room.room_id):
+            room.blocked = True
+            m.BLOCKED_ROOMS.inc()
+            await self._wait_unblocked(room, part)
+            m.BLOCKED_ROOMS.dec()
+        if message.not_before_ms is not None:
+            delay = (message.not_before_ms - now_ms()) / 1000
+            if delay > 0:
+                await asyncio.sleep(delay)
+        try:
+            adapter = self._adapter(message.platform)
+            prepared = self._prepared(adapter, entry)
+            async with self._turn(part):
+                await self._send_and_wait(room, entry, adapter, prepared)
+        except _Failed as failure:
+            await self._dead_letter(room, entry, failure.reason)
+
+    def _adapter(self, platform: str) -> PlatformAdapter:
+        adapter = self._adapters.get(platform)
+        if adapter is None:
+            raise _Failed(f"no adapter for platform {platform!r}")
+        return adapter
+
+    @staticmethod
+    def _prepared(adapter: PlatformAdapter, entry: Entry) -> PreparedSend:
+        prepared = entry.prepared
+        if prepared is None:
+            try:
+                prepared = adapter.prepare(entry.message)
+            except PermanentPlatformError as exc:
+                prepared = exc
+            entry.prepared = prepared
+        if isinstance(prepared, PermanentPlatformError):
+            raise _Failed(prepared.reason)
+        return prepared
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, part: PartitionState) -> AsyncIterator[None]:
+        if self._mode is OrderingMode.PARTITION:
+            async with part.lock:
+                yield
+        else:
+            yield
+
+    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> None:
+        message = entry.message
+        platform = message.platform
+        future: asyncio.Future[Ack | None] | None = None
+        if self._awaits_ack:
+            future = self._router.expect(room.room_id, message.message_id)
+            if future.done():
+                # Acked before we sent it: a previous owner sent it and the ack raced the takeover.
+                ack = future.result()
+                if ack is not None:
+                    self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
+                    return
+        room.in_flight = True
+        result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
+        m.DISPATCHED.labels(platform).inc()
+        self._events.emit(
+            EventType.DISPATCHED,
+            room.room_id,
+            message.message_id,
+            platform,
+            entry.part.partition,
+            entry.offset,
+            attempt=attempt,
+            created_at_ms=message.created_at_ms,
+            consumed_at_ms=entry.consumed_at_ms,
+            sent_at_ms=sent_at_ms,
+            platform_message_id=result.platform_message_id,
+        )
+        if future is None:
+            if self._mode is OrderingMode.FIXED_DELAY:
+                self._prepare_next(room, adapter)
+                await asyncio.sleep(self._settings.worker_fixed_delay_ms / 1000)
+            self._terminal(
+                room,
+                entry,
+                EventType.SENT,
+                sent_at_ms=sent_at_ms,
+                platform_message_id=result.platform_message_id,
+                attempt=attempt,
+            )
+            return
+        self._router.sent(room.room_id, message.message_id, result.platform_message_id)
+        self._prepare_next(room, adapter)
+        timeout = self._timeout(platform)
+        handle = asyncio.get_running_loop().call_later(timeout.seconds, _expire, future)
+        try:
+            ack = await future
+        finally:
+            handle.cancel()
+        if ack is None:
+            m.ACK_TIMEOUTS.labels(platform).inc()
+            self._terminal(
+                room,
+                entry,
+                EventType.ACK_TIMEOUT,
+                sent_at_ms=sent_at_ms,
+                platform_message_id=result.platform_message_id,
+                attempt=attempt,
+                detail=f"no ack within {timeout.seconds:.3f}s",
+                timed_out=True,
+            )
+            return
+        latency = max(0.0, (now_ms() - sent_at_ms) / 1000)
+        timeout.observe(latency)
+        m.ACK_LATENCY.labels(platform).observe(latency)
+        self._resolved(room, entry, ack, sent_at_ms, result.platform_message_id, attempt)
+
+    def _resolved(
+        self, room: Room, entry: Entry, ack: Ack, sent_at_ms: int | None, platform_message_id: str, attempt: int = 1
+    ) -> None:
+        if ack.status is AckStatus.FAILED:
+            # The platform took the message but could not deliver it: a permanent failure of this message.
+            raise _Failed(f"platform reported failed: {ack.error or 'no reason given'}")
+        m.ACKED.labels(entry.message.platform).inc()
+        self._terminal(
+            room,
+            entry,
+            EventType.ACKED,
+            sent_at_ms=sent_at_ms,
+            acked_at_ms=ack.received_at_ms,
+            platform_message_id=platform_message_id,
+            attempt=attempt,
+            detail=ack.status.value,
+        )
+
+    async def _send(
+        self, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend
+    ) -> tuple[SendResult, int, int]:
+        """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time."""
+        settings = self._settings
+        platform = entry.message.platform
+        key = (platform, prepared.account)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = TokenBucket(settings.worker_rate_limit_per_s, settings.worker_rate_burst)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = self._breakers[key] = CircuitBreaker(
+                settings.worker_breaker_failure_ratio,
+                settings.worker_breaker_min_calls,
+                settings.worker_breaker_window_s,
+                settings.worker_breaker_open_s,
+                settings.worker_breaker_probes,
+            )
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            await bucket.acquire()
+            if breaker.state != "closed":
+                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(1)
+            await breaker.admit()
+            m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
+            await entry.part.admit()
+            sent_at_ms = now_ms()
+            t0 = time.perf_counter()
+            try:
+                result = await adapter.send(prepared)
+            except TransientPlatformError as exc:
+                breaker.record(False)
+                m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+                elapsed = time.monotonic() - started
+                if (
+                    attempt >= settings.worker_retry_max_attempts
+                    or elapsed * 1000 >= settings.worker_retry_max_elapsed_ms
+                ):
+                    raise _Failed(f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}") from exc
+                delay = (
+                    exc.retry_after
+                    if exc.retry_after is not None
+                    else full_jitter_backoff(
+                        attempt - 1,
+                        settings.worker_retry_base_ms / 1000,
+                        settings.worker_retry_cap_ms / 1000,
+                        self._rng,
+                    )
+                )
+                reason = "throttled" if exc.status == 429 else "server_error" if exc.status else "connection"
+                m.RETRIES.labels(platform, reason).inc()
+                self._events.emit(
+                    EventType.RETRIED,
+                    entry.message.room_id,
+                    entry.message.message_id,
+                    platform,
+                    entry.part.partition,
+                    entry.offset,
+                    attempt=attempt,
+                    detail=f"{exc.reason}; next in {delay:.3f}s",
+                )
+                await asyncio.sleep(delay)
+                continue
+            except PermanentPlatformError as exc:
+                m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+                raise _Failed(exc.reason) from exc
+            breaker.record(True)
+            m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+            return result, attempt, sent_at_ms
+
+    def _timeout(self, platform: str) -> AckTimeout:
+        timeout = self._timeouts.get(platform)
+        if timeout is None:
+            s = self._settings
+            timeout = self._timeouts[platform] = AckTimeout(
+                s.ack_timeout_ms(platform) / 1000,
+                adaptive=s.worker_adaptive_timeout,
+                quantile=s.worker_adaptive_quantile,
+                factor=s.worker_adaptive_factor,
+                min_s=s.worker_adaptive_min_ms / 1000,
+                max_s=s.worker_adaptive_max_ms / 1000,
+            )
+        m.ACK_TIMEOUT_SECONDS.labels(platform).set(timeout.seconds)
+        return timeout
+
+    def _prepare_next(self, room: Room, adapter: PlatformAdapter) -> None:
+        """Render the next few messages of the room while this one waits (sends stay in order)."""
+        for i, entry in enumerate(room.queue):
+            if i > self._prepare_ahead:
+                break
+            if i == 0 or entry.prepared is not None or entry.message.platform != adapter.name:
+                continue
+            try:
+                entry.prepared = adapter.prepare(entry.message)
+            except PermanentPlatformError as exc:
+                entry.prepared = exc
+
+    async def _dead_letter(self, room: Room, entry: Entry, reason: str) -> None:
+        message = entry.message
+        letter = DeadLetter.of(
+            "worker",
+            reason,
+            entry.raw,
+            room_id=room.room_id,
+            message_id=message.message_id,
+            topic=self._settings.topic_messages,
+            partition=entry.part.partition,
+            offset=entry.offset,
+        )
+        self._events.dead_letter(letter, room.room_id)
+        await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
+        m.DEAD_LETTERS.labels(message.platform, _reason_kind(reason)).inc()
+        log.warning("dead_lettered", reason=reason)
+        self._terminal(room, entry, EventType.DEAD_LETTERED, detail=reason)
+        if self._settings.worker_dead_letter_policy == "block":
+            room.blocked = True
+            await retrying(lambda: self._store.block(room.room_id, reason), "block_room", lambda: entry.part.fenced)
+
+    def _terminal(
+        self,
+        room: Room,
+        entry: Entry,
+        type_: EventType,
+        *,
+        sent_at_ms: int | None = None,
+        acked_at_ms: int | None = None,
+        platform_message_id: str | None = None,
+        attempt: int = 1,
+        detail: str | None = None,
+        timed_out: bool = False,
+    ) -> None:
+        """Record a message's one terminal outcome: event, offset, cursor, ack router."""
+        message = entry.message
+        part = entry.part
+        room.in_flight = False
+        self._events.emit(
+            type_,
+            room.room_id,
+            message.message_id,
+            message.platform,
+            part.partition,
+            entry.offset,
+            attempt=attempt,
+            created_at_ms=message.created_at_ms,
+            consumed_at_ms=entry.consumed_at_ms,
+            sent_at_ms=sent_at_ms,
+            acked_at_ms=acked_at_ms,
+            platform_message_id=platform_message_id,
+            detail=detail,
+        )
+        if self._awaits_ack:
+            self._router.finish(
+                room.room_id,
+                message.message_id,
+                platform_message_id,
+                timed_out=timed_out,
+                partition=part.partition,
+                offset=entry.offset,
+                platform=message.platform,
+            )
+        if part.fenced:
+            return  # another worker owns the partition now: nothing of ours may mark it done
+        part.offsets.terminal(entry.offset)
+        part.cursors[room.room_id] = entry.offset
+        self._cursor_updates[room.room_id] = CursorUpdate(
+            room.room_id, part.partition, entry.offset, message.message_id, type_.value
+        )
+
+    async def _store_blocked(self, room_id: str) -> bool:
+        if self._settings.worker_dead_letter_policy != "block":
+            return False
+        return await self._store.is_blocked(room_id)
+
+    async def _wait_unblocked(self, room: Room, part: PartitionState) -> None:
+        """Policy 'block': the room waits until an operator deletes its blocked_rooms row."""
+        log.warning("room_blocked")
+        while await self._store.is_blocked(room.room_id):
+            if part.gone:
+                raise PartitionGone(part.partition)
+            await asyncio.sleep(2.0)  # an operator's action is rare; polling every 2 s is plenty
+        room.blocked = False
+
+
+def _expire(future: asyncio.Future[Ack | None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _reason_kind(reason: str) -> str:
+    """A low-cardinality label for a dead-letter reason."""
+    if reason.startswith("gave up"):
+        return "retries_exhausted"
+    if reason.startswith("platform reported failed"):
+        return "platform_failed"
+    if reason.startswith("HTTP 4"):
+        return "rejected"
+    if reason.startswith("no adapter"):
+        return "unknown_platform"
+    return "other"

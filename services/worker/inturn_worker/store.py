@@ -1,0 +1,150 @@
+"""The worker's PostgreSQL state: partition epochs (fencing), room cursors, dead letters, blocked rooms.
+
+Cursor writes carry the writer's epoch and only land while that epoch is still the partition's
+current one; the same round trip tells the worker which of its partitions a newer owner claimed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import asyncpg
+import structlog
+
+from inturn.metrics import worker as m
+from inturn.schemas import DeadLetter
+
+log = structlog.get_logger("inturn.worker.store")
+T = TypeVar("T")
+
+
+async def retrying(call: Callable[[], Awaitable[T]], what: str, gone: Callable[[], bool] | None = None) -> T:
+    """Run a PostgreSQL call until it succeeds, backing off to 5 s; PostgreSQL being away is waited out,
+    because what it records (a dead letter, a cursor) must not be lost. ``gone`` ends the wait early.
+    """
+    delay = 0.1
+    while True:
+        try:
+            result = await call()
+        except (asyncpg.PostgresError, OSError) as exc:
+            m.POSTGRES_UP.set(0)
+            log.warning("postgres_call_failed", call=what, error=str(exc), retry_in=delay)
+            if gone is not None and gone():
+                raise
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
+        else:
+            return result
+
+
+@dataclass(frozen=True, slots=True)
+class CursorUpdate:
+    """A room's newest terminal message."""
+
+    room_id: str
+    partition: int
+    offset: int
+    message_id: str
+    outcome: str
+
+
+_CLAIM = """
+INSERT INTO partition_epochs (messages_topic, partition, epoch, owner)
+SELECT $1, p, 1, $3 FROM unnest($2::int[]) AS p
+ON CONFLICT (messages_topic, partition)
+DO UPDATE SET epoch = partition_epochs.epoch + 1, owner = EXCLUDED.owner, claimed_at = now()
+RETURNING partition, epoch
+"""
+
+_WRITE_CURSORS = """
+INSERT INTO room_cursors AS c (messages_topic, room_id, partition, terminal_offset, message_id, outcome, epoch)
+SELECT $1, u.room_id, u.partition, u.terminal_offset, u.message_id, u.outcome, e.epoch
+FROM unnest($2::text[], $3::int[], $4::bigint[], $5::text[], $6::text[])
+     AS u(room_id, partition, terminal_offset, message_id, outcome)
+JOIN partition_epochs e ON e.messages_topic = $1 AND e.partition = u.partition
+JOIN unnest($7::int[], $8::bigint[]) AS mine(partition, epoch)
+     ON mine.partition = u.partition AND mine.epoch = e.epoch
+ON CONFLICT (messages_topic, room_id) DO UPDATE
+SET partition = EXCLUDED.partition, terminal_offset = EXCLUDED.terminal_offset, message_id = EXCLUDED.message_id,
+    outcome = EXCLUDED.outcome, epoch = EXCLUDED.epoch, updated_at = now()
+WHERE c.partition <> EXCLUDED.partition OR c.terminal_offset < EXCLUDED.terminal_offset
+"""
+
+_EPOCHS = "SELECT partition, epoch FROM partition_epochs WHERE messages_topic = $1 AND partition = ANY($2::int[])"
+
+
+class Store:
+    """PostgreSQL access for one messages topic."""
+
+    def __init__(self, pool: asyncpg.Pool, messages_topic: str) -> None:
+        self._pool = pool
+        self._topic = messages_topic
+
+    async def claim(self, partitions: list[int], owner: str) -> dict[int, int]:
+        """Become the owner of ``partitions``: bump and return their epochs."""
+        rows = await self._pool.fetch(_CLAIM, self._topic, partitions, owner)
+        return {int(r["partition"]): int(r["epoch"]) for r in rows}
+
+    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int]) -> set[int]:
+        """Write cursors under ``epochs``; returns the partitions whose epoch moved on (fenced)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if updates:
+                await conn.execute(
+                    _WRITE_CURSORS,
+                    self._topic,
+                    [u.room_id for u in updates],
+                    [u.partition for u in updates],
+                    [u.offset for u in updates],
+                    [u.message_id for u in updates],
+                    [u.outcome for u in updates],
+                    list(epochs),
+                    list(epochs.values()),
+                )
+            rows = await conn.fetch(_EPOCHS, self._topic, list(epochs))
+        current = {int(r["partition"]): int(r["epoch"]) for r in rows}
+        return {p for p, epoch in epochs.items() if current.get(p) != epoch}
+
+    async def cursors(self, room_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """(partition, terminal offset) of each room that has a cursor."""
+        rows = await self._pool.fetch(
+            "SELECT room_id, partition, terminal_offset FROM room_cursors "
+            "WHERE messages_topic = $1 AND room_id = ANY($2::text[])",
+            self._topic,
+            room_ids,
+        )
+        return {r["room_id"]: (int(r["partition"]), int(r["terminal_offset"])) for r in rows}
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Keep a dead letter (also on the dead-letter topic) for listing and replay."""
+        await self._pool.execute(
+            "INSERT INTO dead_letters (source, reason, room_id, message_id, topic, partition, kafka_offset, raw) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            letter.source,
+            letter.reason,
+            letter.room_id,
+            letter.message_id,
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.raw(),
+        )
+
+    async def block(self, room_id: str, reason: str) -> None:
+        """Stop a room until an operator releases it (policy 'block')."""
+        await self._pool.execute(
+            "INSERT INTO blocked_rooms (messages_topic, room_id, reason) VALUES ($1, $2, $3) "
+            "ON CONFLICT (messages_topic, room_id) DO UPDATE SET reason = EXCLUDED.reason, blocked_at = now()",
+            self._topic,
+            room_id,
+            reason,
+        )
+
+    async def is_blocked(self, room_id: str) -> bool:
+        """Whether the room is blocked."""
+        row = await self._pool.fetchval(
+            "SELECT 1 FROM blocked_rooms WHERE messages_topic = $1 AND room_id = $2", self._topic, room_id
+        )
+        return row is not None
