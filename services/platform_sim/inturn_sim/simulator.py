@@ -29,8 +29,19 @@ from inturn_sim.records import DELIVER, DROP, FAIL, Sent, Stats, Status
 
 #: Message types of the Cloud API send call; the body must carry the object named by ``type``.
 MESSAGE_TYPES = frozenset(
-    ("text", "template", "image", "audio", "video", "document", "sticker", "location", "contacts", "interactive")
-    + ("reaction",)
+    [
+        "text",
+        "template",
+        "image",
+        "audio",
+        "video",
+        "document",
+        "sticker",
+        "location",
+        "contacts",
+        "interactive",
+        "reaction",
+    ]
 )
 
 

@@ -1,0 +1,60 @@
+"""Fixtures: a signature-checking callback receiver, settings for simulators pointed at it, an HTTP client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from inturn.settings.sim import SimSettings
+
+from .support import APP_SECRET, TOKEN, Hook
+
+
+@pytest.fixture
+async def hook() -> AsyncIterator[Hook]:
+    """A signature-checking callback receiver on 127.0.0.1."""
+    receiver = Hook()
+    app = web.Application()
+    app.router.add_post("/webhooks/whatsapp", receiver.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    receiver.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
+    try:
+        yield receiver
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+def sim_settings(hook: Hook) -> Callable[..., SimSettings]:
+    """Settings for a simulator calling ``hook`` back; keyword arguments override (without ``sim_``)."""
+
+    def make(**knobs: Any) -> SimSettings:
+        values: dict[str, Any] = {
+            "webhook_url": hook.url,
+            "app_secret": APP_SECRET,
+            "access_token": TOKEN,
+            "latency_median_ms": 10,
+            "latency_p99_ms": 10,
+            "delivered_delay_ms": 5,
+            "rate_limit_per_s": 0,
+            "callback_backoff_ms": 10,
+        }
+        values.update(knobs)
+        return SimSettings(**{f"sim_{name}": value for name, value in values.items()})
+
+    return make
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP client for the test."""
+    async with aiohttp.ClientSession() as session:
+        yield session

@@ -1,0 +1,101 @@
+"""What the simulator tests share: a callback receiver that checks Meta's signature itself, and helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from inturn.schemas import encode_callback_data
+from inturn_sim.run import RunningSim
+
+APP_SECRET = "test-app-secret"
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Hook:
+    """Receives status callbacks; keeps every status with its phone_number_id, in arrival order."""
+
+    def __init__(self) -> None:
+        self.statuses: list[dict[str, Any]] = []
+        self.requests: list[int] = []  # statuses per accepted request
+        self.bad_signatures = 0
+        self.answers: list[int] = []  # answers to give before 200 (a webhook that fails a few times)
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        expected = "sha256=" + hmac.new(APP_SECRET.encode(), raw, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), expected):
+            self.bad_signatures += 1
+            return web.Response(status=401)
+        if self.answers:
+            return web.Response(status=self.answers.pop(0))
+        body = orjson.loads(raw)
+        assert body["object"] == "whatsapp_business_account"
+        count = 0
+        for entry in body["entry"]:
+            for change in entry["changes"]:
+                assert change["field"] == "messages"
+                value = change["value"]
+                for status in value["statuses"]:
+                    self.statuses.append({**status, "phone_number_id": value["metadata"]["phone_number_id"]})
+                    count += 1
+        self.requests.append(count)
+        return web.Response(text="ok")
+
+    def of_status(self, status: str) -> int:
+        """How many statuses ``status`` arrived."""
+        return sum(1 for s in self.statuses if s["status"] == status)
+
+    def of(self, wamid: str) -> list[str]:
+        """The statuses received for one message, in arrival order."""
+        return [s["status"] for s in self.statuses if s["id"] == wamid]
+
+
+async def until(condition: Callable[[], bool], within: float = 5.0, what: str = "condition") -> None:
+    """Poll ``condition`` until it holds; fail the test after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def message(to: str, room: str | None = None, message_id: str | None = None) -> dict[str, Any]:
+    """A Cloud API text message body, carrying inturn's callback data when room and message are given."""
+    body: dict[str, Any] = {
+        "messaging_product": "whatsapp",
+        "recipient_type": "individual",
+        "to": to,
+        "type": "text",
+        "text": {"body": "hello"},
+    }
+    if room is not None and message_id is not None:
+        body["biz_opaque_callback_data"] = encode_callback_data(room, message_id)
+    return body
+
+
+async def send(client: aiohttp.ClientSession, sim: RunningSim, body: Any, **kw: Any) -> tuple[int, Any, Any]:
+    """POST a send; returns (status, JSON answer, headers)."""
+    kw.setdefault("headers", AUTH)
+    number = kw.pop("phone_number_id", "100200300")
+    async with client.post(sim.send_url(number), json=body, **kw) as answer:
+        return answer.status, await answer.json(), answer.headers
+
+
+async def control(client: aiohttp.ClientSession, sim: RunningSim, path: str, body: Any = None) -> Any:
+    """Call the control API (GET without a body, POST with one); fails on a non-200 answer."""
+    url = f"{sim.url}/_sim/{path}"
+    request = client.get(url) if body is None else client.post(url, json=body)
+    async with request as answer:
+        assert answer.status == 200, await answer.text()
+        return await answer.json()

@@ -1,0 +1,229 @@
+"""Faults on demand and at configured rates: auth, validation, 429, 5xx, withheld, dropped, failed, duplicates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp
+
+from inturn.receipts import check
+from inturn.settings.sim import SimSettings
+from inturn_sim.run import running_sim
+
+from .support import AUTH, Hook, control, message, send, until
+
+
+def meta_error(answer: object, code: int) -> None:
+    """Assert ``answer`` is Meta's Graph API error object with ``code``."""
+    assert isinstance(answer, dict)
+    error = answer["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str)
+    assert error["type"] == "OAuthException"
+    assert error["fbtrace_id"]
+
+
+async def test_a_send_without_the_right_bearer_token_gets_401_and_is_not_accepted(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "test-token"}):
+            status, answer, _ = await send(client, sim, message("491701"), headers=headers)
+            assert status == 401
+            meta_error(answer, 190)
+        stats = await control(client, sim, "stats")
+    assert stats["accepted"] == 0
+    assert stats["rejected"] == {"401": 3}
+
+
+async def test_a_malformed_send_gets_400_in_metas_error_shape(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    good = message("491701")
+    bad_bodies = [
+        {**good, "messaging_product": "sms"},
+        {k: v for k, v in good.items() if k != "to"},
+        {**good, "type": "hologram"},
+        {**good, "type": "image"},  # no image object
+        {**good, "biz_opaque_callback_data": "x" * 513},
+        ["not", "an", "object"],
+    ]
+    async with running_sim(sim_settings()) as sim:
+        for body in bad_bodies:
+            status, answer, _ = await send(client, sim, body)
+            assert status == 400, body
+            meta_error(answer, 100)
+        async with client.post(sim.send_url(), data=b"{not json", headers=AUTH) as raw:
+            assert raw.status == 400
+            meta_error(await raw.json(), 100)
+        assert sim.sim.stats.accepted == 0
+
+
+async def test_queued_429s_hit_only_the_named_recipient_and_carry_retry_after(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        await control(client, sim, "faults", {"recipient": "491701", "status": 429, "count": 2, "retry_after": 3})
+        status, answer, headers = await send(client, sim, message("491701"))
+        assert (status, headers["Retry-After"]) == (429, "3")
+        meta_error(answer, 130429)
+        assert (await send(client, sim, message("491702")))[0] == 200  # another recipient is not affected
+        assert (await send(client, sim, message("491701")))[0] == 429
+        assert (await send(client, sim, message("491701")))[0] == 200  # the two are used up
+
+
+async def test_sends_above_the_per_number_rate_get_429_while_other_numbers_go_through(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings(rate_limit_per_s=5)) as sim:
+        answers = [await send(client, sim, message("491701"), phone_number_id="111") for _ in range(15)]
+        other = await send(client, sim, message("491701"), phone_number_id="222")
+    codes = [status for status, _, _ in answers]
+    assert codes[:5] == [200] * 5  # the bucket starts full: one second's worth
+    assert codes.count(429) >= 8
+    limited = next(a for a in answers if a[0] == 429)
+    meta_error(limited[1], 130429)
+    assert int(limited[2]["Retry-After"]) >= 1
+    assert other[0] == 200
+
+
+async def test_5xx_on_demand_and_at_a_configured_rate(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        await control(client, sim, "faults", {"status": 500})
+        await control(client, sim, "faults", {"status": 503})
+        first, second, third = [await send(client, sim, message("491701")) for _ in range(3)]
+        assert (first[0], second[0], third[0]) == (500, 503, 200)
+        meta_error(first[1], 131000)
+        meta_error(second[1], 2)
+        await control(client, sim, "config", {"error_rate_5xx": 1.0})
+        assert (await send(client, sim, message("491701")))[0] == 500
+        await control(client, sim, "config", {"error_rate_5xx": 0.0})
+        assert (await send(client, sim, message("491701")))[0] == 200
+        stats = await control(client, sim, "stats")
+    assert stats["rejected"] == {"500": 2, "503": 1}
+    assert stats["accepted"] == 2
+
+
+async def test_a_withheld_recipients_callbacks_wait_until_released(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        await control(client, sim, "config", {"withhold_recipients": ["491701", "491703"]})
+        held = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
+        free = (await send(client, sim, message("491702")))[1]["messages"][0]["id"]
+        held_too = (await send(client, sim, message("491703")))[1]["messages"][0]["id"]
+        await until(lambda: hook.of(free) == ["sent", "delivered"], what="the free recipient's statuses")
+        await until(lambda: sim.sim.stats.withheld == 2, what="two held statuses")
+        # the messages did reach the devices; only their callbacks are held
+        assert sim.sim.stats.deliveries == 3
+        assert hook.of(held) == []
+        assert hook.of(held_too) == []
+        assert (await control(client, sim, "release", {"recipients": ["491701"]})) == {"released": 1}
+        await until(lambda: hook.of(held) == ["sent", "delivered"], what="the released recipient's statuses")
+        assert hook.of(held_too) == []
+        # a config change that stops withholding releases too
+        await control(client, sim, "config", {"withhold_recipients": []})
+        await until(lambda: hook.of(held_too) == ["sent", "delivered"], what="statuses released by config")
+        assert sim.sim.stats.withheld == 0
+
+
+async def test_the_drop_rate_is_roughly_respected_over_many_messages(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    count = 300
+    async with running_sim(sim_settings(drop_rate=0.25, seed=3, delivered_delay_ms=0)) as sim:
+        for n in range(count):
+            await send(client, sim, message(f"49170{n % 50:03d}", f"room-{n % 50}", f"m{n}"))
+        await until(lambda: sim.sim.stats.deliveries == count, what="every message at the device")
+        dropped = sim.sim.stats.callbacks_dropped
+        await until(lambda: hook.of_status("delivered") == count - dropped, what="statuses of the others")
+        assert hook.of_status("sent") == count - dropped
+    assert 0.18 * count <= dropped <= 0.32 * count
+    assert len({s["id"] for s in hook.statuses}) == count - dropped
+
+
+async def test_an_accepted_message_can_fail_later_with_a_failed_status(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings(failed_rate=1.0)) as sim:
+        status, answer, _ = await send(client, sim, message("491701", "room-A", "m1"))
+        assert status == 200
+        wamid = answer["messages"][0]["id"]
+        await until(lambda: hook.of(wamid) == ["failed"], what="the failed status")
+        assert (await control(client, sim, "receipts"))["receipts"] == []  # it never reached the device
+    failed = hook.statuses[0]
+    assert failed["errors"][0]["code"] == 131026
+    assert failed["biz_opaque_callback_data"] == '{"r":"room-A","m":"m1"}'
+
+
+async def test_the_same_room_message_delivered_twice_is_counted_as_a_duplicate(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        for message_id in ("m1", "m2", "m1"):  # a re-send of m1, as after a worker crash
+            await send(client, sim, message("491701", "room-A", message_id))
+        await until(lambda: sim.sim.stats.deliveries == 3, what="three deliveries")
+        log = await control(client, sim, "receipts")
+        stats = await control(client, sim, "stats")
+    assert [r["duplicate"] for r in log["receipts"]] == [False, False, True]
+    assert (stats["duplicates"], log["duplicates"]) == (1, 1)
+    report = check(log["receipts"], {"room-A": ["m1", "m2"]})
+    assert (report.duplicated, report.lost, report.reordered) == (1, 0, 0)
+
+
+async def test_a_failing_webhook_is_retried_with_backoff_then_given_up(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings(callback_retries=2)) as sim:
+        hook.answers = [500, 503]  # fails twice, then accepts
+        wamid = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
+        await until(lambda: hook.of(wamid) == ["sent", "delivered"], what="statuses after two retries")
+        assert sim.sim.stats.callback_retries == 2
+        hook.answers = [500, 500, 500]  # more than the retries allow
+        wamid = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
+        await until(lambda: sim.sim.stats.callbacks_failed == 1, what="a status given up")
+        await until(lambda: hook.of(wamid) == ["delivered"], what="the next status still sent")
+    assert hook.bad_signatures == 0
+
+
+async def test_reset_clears_receipts_counters_and_faults(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings(latency_median_ms=2000, latency_p99_ms=2000)) as sim:
+        await send(client, sim, message("491701", "room-A", "m1"))  # still on its way at the reset
+        await control(client, sim, "faults", {"status": 503, "count": 5})
+        await control(client, sim, "reset", {})
+        assert (await send(client, sim, message("491701")))[0] == 200
+        stats = await control(client, sim, "stats")
+        assert (stats["accepted"], stats["pending"], stats["rejected"]) == (1, 1, {})
+        assert (await control(client, sim, "receipts"))["receipts"] == []
+
+
+async def test_config_refuses_unknown_knobs_and_bad_values(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        for body in ({"no_such_knob": 1}, {"drop_rate": 2}, {"latency_median_ms": 500, "latency_p99_ms": 100}):
+            async with client.post(f"{sim.url}/_sim/config", json=body) as answer:
+                assert answer.status == 400, body
+        knobs = await control(client, sim, "config", {"latency_median_ms": 50, "latency_p99_ms": 50})
+        assert (knobs["latency_median_ms"], knobs["latency_p99_ms"]) == (50, 50)
+        async with client.post(f"{sim.url}/_sim/faults", json={"status": 418}) as answer:
+            assert answer.status == 400
+
+
+async def test_probes_and_metrics_answer(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        await send(client, sim, message("491701"))
+        await send(client, sim, message("491701"), headers={})
+        for path in ("/healthz", "/readyz", "/_sim/health"):
+            async with client.get(sim.url + path) as answer:
+                assert answer.status == 200, path
+        async with client.get(sim.url + "/metrics") as answer:
+            text = await answer.text()
+    assert "inturn_sim_messages_accepted_total 1.0" in text
+    assert 'inturn_sim_requests_rejected_total{status="401"} 1.0' in text

@@ -1,0 +1,77 @@
+"""``inturn sim`` as a process: serves, writes its receipt file, and stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from inturn.devstack.process import free_port
+from inturn.receipts import check, load_receipts
+
+from .support import message
+
+PROC_TOKEN = "proc-token"
+
+
+def _post(url: str, body: object) -> int:
+    request = urllib.request.Request(  # noqa: S310 - a loopback URL of our own
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {PROC_TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - loopback
+        return int(answer.status)
+
+
+def _wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if condition():
+                return
+        except (urllib.error.URLError, ConnectionError):
+            pass  # not listening yet
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_inturn_sim_serves_writes_its_receipt_file_and_flushes_it_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    path = tmp_path / "receipts.jsonl"
+    env = {
+        **os.environ,
+        "INTURN_SIM_ACCESS_TOKEN": PROC_TOKEN,
+        "INTURN_SIM_LATENCY_MEDIAN_MS": "5",
+        "INTURN_SIM_LATENCY_P99_MS": "5",
+        "INTURN_SIM_RECEIPTS_FLUSH_S": "3600",  # only the shutdown flush can write the file in time
+        "INTURN_LOG_FORMAT": "json",
+    }
+    cmd = [sys.executable, "-m", "inturn_cli.main", "sim", "--port", str(port), "--receipts-path", str(path)]
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: urllib.request.urlopen(f"{base}/readyz", timeout=1).status == 200, 20, "readyz")  # noqa: S310
+        for n in range(3):
+            assert _post(f"{base}/v21.0/100200300/messages", message("491701", "room-A", f"m{n}")) == 200
+        _wait_for(lambda: len(load_receipts(base)) == 3, 10, "three receipts")
+        served = load_receipts(base)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    _, stderr = process.communicate()
+    events = [json.loads(line)["event"] for line in stderr.decode().splitlines() if line.startswith("{")]
+    assert events[-2:] == ["sim_stopping", "sim_stopped"]
+    assert load_receipts(path) == served
+    assert check(served, {"room-A": ["m0", "m1", "m2"]}).ok()
