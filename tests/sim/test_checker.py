@@ -111,3 +111,20 @@ def test_receipts_load_from_a_json_lines_file(tmp_path: Path) -> None:
 def test_a_simulator_base_url_is_turned_into_its_receipts_endpoint() -> None:
     assert receipts_url("http://127.0.0.1:8089") == "http://127.0.0.1:8089/_sim/receipts"
     assert receipts_url("http://h:1/_sim/receipts") == "http://h:1/_sim/receipts"
+
+
+def test_the_simulators_receipt_log_keeps_the_newest_in_memory_and_everything_in_its_file(tmp_path: Path) -> None:
+    from inturn_sim.device import ReceiptLog
+
+    path = tmp_path / "log.jsonl"
+    log = ReceiptLog(str(path), keep=4)
+    for n in range(1, 7):
+        log.record("r", "p", "A", f"m{n}", f"w{n}", n, n)
+    log.record("r", "p", "A", "m1", "w7", 7, 7)  # m1 again
+    # keep 4 trims to 3 when a 5th comes: [3, 4, 5] after seq 5, [3..6] after 6, [5, 6, 7] after 7
+    assert [r["seq"] for r in log.since(0)] == [5, 6, 7]
+    assert [r["seq"] for r in log.since(5)] == [6, 7]
+    assert log.since(7) == []
+    assert log.duplicates == 1
+    log.close()
+    assert [r["message_id"] for r in load_receipts(path)] == ["m1", "m2", "m3", "m4", "m5", "m6", "m1"]

@@ -75,6 +75,9 @@ class SimSettings(InturnSettings):
     sim_receipts_path: str | None = Field(
         None, description="Also write the receipt log as JSON lines to this file (buffered)."
     )
+    sim_receipts_memory_max: int = Field(
+        1_000_000, ge=1, description="Newest receipts kept in memory for GET /_sim/receipts (the file keeps all)."
+    )
     sim_receipts_flush_s: float = Field(0.5, gt=0, description="How often the receipt file buffer is flushed.")
 
     @model_validator(mode="after")

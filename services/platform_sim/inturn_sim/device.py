@@ -15,8 +15,10 @@ import orjson
 class ReceiptLog:
     """Device deliveries in the order they happened; counts duplicates of (room_id, message_id)."""
 
-    def __init__(self, path: str | None = None) -> None:
-        self.receipts: list[dict[str, Any]] = []
+    def __init__(self, path: str | None = None, keep: int = 1_000_000) -> None:
+        self.receipts: list[dict[str, Any]] = []  # the newest ``keep`` at most; the file has them all
+        self._keep = keep
+        self._seq = 0  # seq of the last receipt
         self.duplicates = 0
         self._seen: set[tuple[str, str]] = set()
         self._buffer: list[bytes] = []
@@ -44,8 +46,9 @@ class ReceiptLog:
                 self.duplicates += 1
             else:
                 self._seen.add(key)
+        self._seq += 1
         receipt = {
-            "seq": len(self.receipts) + 1,
+            "seq": self._seq,
             "recipient": recipient,
             "phone_number_id": phone_number_id,
             "room_id": room_id,
@@ -56,13 +59,17 @@ class ReceiptLog:
             "duplicate": duplicate,
         }
         self.receipts.append(receipt)
+        if len(self.receipts) > self._keep:
+            # Trim a quarter at once so the cost is amortised; a long benchmark must not grow without bound.
+            del self.receipts[: len(self.receipts) - self._keep * 3 // 4]
         if self._file is not None:
             self._buffer.append(orjson.dumps(receipt, option=orjson.OPT_APPEND_NEWLINE))
         return receipt
 
     def since(self, seq: int) -> list[dict[str, Any]]:
-        """Receipts after sequence number ``seq`` (0: all)."""
-        return self.receipts[max(seq, 0) :]
+        """Receipts after sequence number ``seq`` (0: all that are still kept in memory)."""
+        first = self._seq - len(self.receipts) + 1  # seq of receipts[0]
+        return self.receipts[max(seq - first + 1, 0) :]
 
     def flush(self) -> None:
         """Write the buffered lines to the file (a no-op without a file)."""
@@ -75,6 +82,7 @@ class ReceiptLog:
     def clear(self) -> None:
         """Forget every receipt (``POST /_sim/reset``); the file starts over too."""
         self.receipts.clear()
+        self._seq = 0
         self._seen.clear()
         self._buffer.clear()
         self.duplicates = 0

@@ -77,7 +77,7 @@ class Simulator:
         self.latency = Latency(
             self.rng, self.knobs.latency_median_ms, self.knobs.latency_p99_ms, self.knobs.latency_max_ms
         )
-        self.receipts = ReceiptLog(settings.sim_receipts_path)
+        self.receipts = ReceiptLog(settings.sim_receipts_path, settings.sim_receipts_memory_max)
         self.faults: list[Fault] = []
         self.generation = 0  # bumped by reset(): timers and retries of older sends become no-ops
         self.sender = CallbackSender(
