@@ -27,6 +27,7 @@ class Hook:
     def __init__(self) -> None:
         self.statuses: list[dict[str, Any]] = []
         self.requests: list[int] = []  # statuses per accepted request
+        self.raw: list[tuple[bytes, str]] = []  # (body, X-Hub-Signature-256) of every accepted request
         self.bad_signatures = 0
         self.answers: list[int] = []  # answers to give before 200 (a webhook that fails a few times)
         self.url = ""
@@ -39,6 +40,7 @@ class Hook:
             return web.Response(status=401)
         if self.answers:
             return web.Response(status=self.answers.pop(0))
+        self.raw.append((raw, request.headers["X-Hub-Signature-256"]))
         body = orjson.loads(raw)
         assert body["object"] == "whatsapp_business_account"
         count = 0

@@ -63,6 +63,8 @@ class CallbackSender:
             connector=aiohttp.TCPConnector(limit=self._concurrency),
         )
         self._tasks = [asyncio.create_task(self._work(), name=f"sim-callbacks-{i}") for i in range(self._concurrency)]
+        for task in self._tasks:
+            task.add_done_callback(_report_death)
 
     async def close(self) -> None:
         """Stop sending (what is still due is not sent) and close the session."""
@@ -181,3 +183,9 @@ class CallbackSender:
         if batch:
             self._retries.append((batch, attempt))
             self._wake.set()
+
+
+def _report_death(task: asyncio.Task[None]) -> None:
+    # A sender coroutine only ends by cancellation; anything else is a bug that must not pass silently.
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("callback_sender_died", task=task.get_name(), exc_info=exc)
