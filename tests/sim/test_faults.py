@@ -75,12 +75,12 @@ async def test_queued_429s_hit_only_the_named_recipient_and_carry_retry_after(
 async def test_sends_above_the_per_number_rate_get_429_while_other_numbers_go_through(
     sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
 ) -> None:
-    async with running_sim(sim_settings(rate_limit_per_s=5)) as sim:
-        answers = [await send(client, sim, message("491701"), phone_number_id="111") for _ in range(15)]
+    async with running_sim(sim_settings(rate_limit_per_s=2)) as sim:
+        answers = [await send(client, sim, message("491701"), phone_number_id="111") for _ in range(12)]
         other = await send(client, sim, message("491701"), phone_number_id="222")
     codes = [status for status, _, _ in answers]
-    assert codes[:5] == [200] * 5  # the bucket starts full: one second's worth
-    assert codes.count(429) >= 8
+    assert codes[:2] == [200, 200]  # the bucket starts full: one second's worth
+    assert codes.count(429) >= 6  # even if the twelve sends took two seconds (four refilled tokens)
     limited = next(a for a in answers if a[0] == 429)
     meta_error(limited[1], 130429)
     assert int(limited[2]["Retry-After"]) >= 1
