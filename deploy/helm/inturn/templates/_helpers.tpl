@@ -27,6 +27,11 @@ Templates that take a component are called with (dict "ctx" $ "component" "worke
 {{- printf "%s-%s" ($full | trunc (int (sub 62 (len .component))) | trimSuffix "-") .component }}
 {{- end }}
 
+{{/* CronJob names get an 11-character suffix per Job, so Kubernetes caps them at 52 characters. */}}
+{{- define "inturn.reportCronJobName" -}}
+{{- printf "%s-report" (include "inturn.fullname" . | trunc 45 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "inturn.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -77,7 +82,7 @@ app.kubernetes.io/part-of: inturn
 
 {{/* The Secret the items refer to unless an item names its own. */}}
 {{- define "inturn.secretName" -}}
-{{- default (printf "%s-secrets" (include "inturn.fullname" .)) .Values.secrets.existingSecret }}
+{{- default (include "inturn.componentName" (dict "ctx" . "component" "secrets")) .Values.secrets.existingSecret }}
 {{- end }}
 
 {{/* One settings value as an environment string: maps and lists as JSON, whole numbers without an exponent. */}}
@@ -109,7 +114,7 @@ The settings (field name -> value) one component reads, before they become INTUR
 {{- else if eq .component "bridge" }}
 {{- $s = merge (dict "bridge_mode" $v.bridge.mode "bridge_http_port" $v.bridge.port) (deepCopy $v.bridge.config) $s }}
 {{- else if eq .component "report" }}
-{{- $s = merge (deepCopy $v.report.config) $s }}
+{{- $s = merge (dict "report_out_dir" $v.report.output.mountPath) (deepCopy $v.report.config) $s }}
 {{- end }}
 {{- toYaml $s }}
 {{- end }}
@@ -178,6 +183,17 @@ The settings (field name -> value) one component reads, before they become INTUR
   mountPath: /tmp
 {{- end }}
 
+{{/* The report's output volume source: the named claim, or an emptyDir. */}}
+{{- define "inturn.reportOutputVolume" -}}
+{{- if .Values.report.output.existingClaim }}
+persistentVolumeClaim:
+  claimName: {{ .Values.report.output.existingClaim }}
+{{- else }}
+emptyDir:
+  sizeLimit: {{ .Values.report.output.sizeLimit }}
+{{- end }}
+{{- end }}
+
 {{- define "inturn.topologySpread" -}}
 {{- if .ctx.Values.topologySpread.enabled }}
 topologySpreadConstraints:
@@ -210,7 +226,7 @@ topologySpreadConstraints:
 {{- fail "worker.hpa and worker.keda are both enabled; they would fight over the worker's replicas: enable one." }}
 {{- end }}
 {{- end }}
-{{- $secretFields := list "kafka_client_config" }}
+{{- $secretFields := list "kafka_client_config" "report_jdbc_password" }}
 {{- range $item := $v.secrets.items }}
 {{- $secretFields = append $secretFields $item.field }}
 {{- end }}

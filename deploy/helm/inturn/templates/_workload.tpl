@@ -70,11 +70,16 @@ spec:
           envFrom:
             - configMapRef:
                 name: {{ $name }}
+          {{- $env := include "inturn.secretEnv" . | trim }}
+          {{- if or $env $c.extraEnv }}
           env:
-            {{- include "inturn.secretEnv" . | nindent 12 }}
+            {{- with $env }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- with $c.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
+          {{- end }}
           livenessProbe:
             {{- toYaml $c.livenessProbe | nindent 12 }}
           readinessProbe:

@@ -1,0 +1,119 @@
+"""Rendering the Helm chart with the project's pinned helm, and reading what it rendered.
+
+helm is built by ``scripts/install-helm.sh`` (``go install`` from the Go module proxy) into a cache dir; the
+first build takes a few minutes, later calls only print the binary's path.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "inturn"
+INSTALL_HELM = REPO / "scripts" / "install-helm.sh"
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+NAMESPACE = "inturn"
+RELEASE = "rel"
+
+Manifest = dict[str, Any]
+
+
+class HelmMissing(RuntimeError):
+    """helm could not be built; the message says what to run."""
+
+
+def install_helm() -> Path:
+    """The pinned helm binary, built by scripts/install-helm.sh if it is not in the cache yet."""
+    try:
+        out = subprocess.run([str(INSTALL_HELM)], check=True, capture_output=True, text=True, timeout=1500)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        raise HelmMissing(
+            f"helm is missing and could not be built; run scripts/install-helm.sh (needs Go and the Go module "
+            f"proxy) and look at its output:\n{detail}"
+        ) from exc
+    helm = Path(out.stdout.strip().splitlines()[-1])
+    if not helm.is_file():
+        raise HelmMissing(f"scripts/install-helm.sh printed {helm}, which is not a file; run it by hand")
+    return helm
+
+
+class Helm:
+    """Runs one helm binary against the chart."""
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """helm with ``args``; the result whatever the exit code (callers assert on it)."""
+        return subprocess.run([str(self.binary), *args], capture_output=True, text=True, timeout=120, check=False)
+
+    def template_text(
+        self,
+        values: Mapping[str, Any] | None = None,
+        files: tuple[Path, ...] = (),
+        release: str = RELEASE,
+    ) -> subprocess.CompletedProcess[str]:
+        """``helm template`` of the chart with ``files`` then ``values`` (a dict written to a values file)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            args = ["template", release, str(CHART), "--namespace", NAMESPACE]
+            for f in files:
+                args += ["-f", str(f)]
+            if values:
+                extra = Path(tmp) / "values.yaml"
+                extra.write_text(yaml.safe_dump(dict(values)))
+                args += ["-f", str(extra)]
+            return self.run(*args)
+
+    def render(
+        self,
+        values: Mapping[str, Any] | None = None,
+        files: tuple[Path, ...] = (),
+        release: str = RELEASE,
+    ) -> list[Manifest]:
+        """The rendered manifests as dicts; fails the test with helm's message when rendering fails."""
+        result = self.template_text(values, files, release)
+        assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    """The manifests of one kind."""
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def named(manifests: list[Manifest], kind: str, suffix: str) -> Manifest:
+    """The one manifest of ``kind`` whose name ends with ``suffix``."""
+    found = [m for m in of_kind(manifests, kind) if m["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, f"expected one {kind} named *{suffix}, found {[m['metadata']['name'] for m in found]}"
+    return found[0]
+
+
+def pod_spec(manifest: Manifest) -> dict[str, Any] | None:
+    """The pod spec inside a workload (Deployment, Job, CronJob, Pod), or None for other kinds."""
+    kind = manifest["kind"]
+    if kind == "Pod":
+        spec: dict[str, Any] = manifest["spec"]
+        return spec
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        spec = manifest["spec"]["template"]["spec"]
+        return spec
+    if kind == "CronJob":
+        spec = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        return spec
+    return None
+
+
+def containers(manifest: Manifest) -> Iterator[dict[str, Any]]:
+    """Every container and init container of a workload."""
+    spec = pod_spec(manifest)
+    if spec is None:
+        return
+    yield from spec.get("initContainers", [])
+    yield from spec.get("containers", [])
