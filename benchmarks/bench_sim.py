@@ -5,7 +5,8 @@ receiver in this process; an aiohttp client here sends to 25k recipients over ``
 connections for ``duration`` seconds. The baseline is the same client against a server that does
 nothing but answer 200 (the client's own ceiling on this box): ``ratio_to_client_ceiling`` near 1
 means the simulator is not what limits a benchmark that uses it. ``msgs_per_sim_cpu_s`` divides by
-the CPU time the simulator process actually used, which is the per-core figure on a shared machine.
+the CPU time the simulator process actually used, which is the per-core figure on a shared machine;
+``baseline_null_server_msgs_per_cpu_s`` is the same for the do-nothing server (aiohttp's own cost).
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ async def _measure(quick: bool) -> dict[str, Any]:
         null = _start_null(null_port)
         try:
             await _wait_ready(f"http://127.0.0.1:{null_port}/readyz")
+            null_cpu_before = _cpu_seconds(null.pid)
             base_sent, _, base_elapsed = await _drive(f"http://127.0.0.1:{null_port}", duration, concurrency)
+            null_cpu = _cpu_seconds(null.pid) - null_cpu_before
         finally:
             _stop(null)
     finally:
@@ -99,6 +102,7 @@ async def _measure(quick: bool) -> dict[str, Any]:
         "statuses_per_callback_request": round(stats["callbacks_sent"] / max(stats["callback_requests"], 1), 1),
         "baseline_client_ceiling_msgs_per_s": round(base_rate),
         "ratio_to_client_ceiling": round(sim_rate / base_rate, 3),
+        "baseline_null_server_msgs_per_cpu_s": round(base_sent / null_cpu) if null_cpu else None,
     }
 
 

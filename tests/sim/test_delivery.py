@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from inturn.receipts import check
+from inturn.receipts import check, fetch_receipts
 from inturn.schemas import encode_callback_data
 from inturn.settings.sim import SimSettings
 from inturn_sim.run import running_sim
@@ -60,7 +60,7 @@ async def test_overlapping_sends_to_one_recipient_reach_the_device_out_of_send_o
             status, _, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
             assert status == 200
         await until(lambda: sim.sim.stats.deliveries == count, what="every message at the device")
-        receipts = (await control(client, sim, "receipts"))["receipts"]
+        receipts = await fetch_receipts(sim.url)
     report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
     assert report.lost == 0
     assert report.duplicated == 0
