@@ -98,16 +98,14 @@ def named(manifests: list[Manifest], kind: str, suffix: str) -> Manifest:
 def pod_spec(manifest: Manifest) -> dict[str, Any] | None:
     """The pod spec inside a workload (Deployment, Job, CronJob, Pod), or None for other kinds."""
     kind = manifest["kind"]
+    spec: dict[str, Any] | None = None
     if kind == "Pod":
-        spec: dict[str, Any] = manifest["spec"]
-        return spec
-    if kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        spec = manifest["spec"]
+    elif kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
         spec = manifest["spec"]["template"]["spec"]
-        return spec
-    if kind == "CronJob":
+    elif kind == "CronJob":
         spec = manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        return spec
-    return None
+    return spec
 
 
 def containers(manifest: Manifest) -> Iterator[dict[str, Any]]:
