@@ -73,6 +73,17 @@ def make_consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> _
     return _Consumer(consumer_config(settings, group_id, **overrides))
 
 
+def consume_batch(consumer: _Consumer, max_messages: int, timeout: float) -> list[Message]:
+    """Up to ``max_messages`` records, returning as soon as one is there (``consume`` alone would wait
+    for the whole batch or the timeout, adding its timeout to every quiet moment's latency)."""
+    first = consumer.poll(timeout)
+    if first is None:
+        return []
+    if max_messages <= 1:
+        return [first]
+    return [first, *consumer.consume(num_messages=max_messages - 1, timeout=0)]
+
+
 def make_admin(settings: KafkaSettings) -> AdminClient:
     """A new admin client."""
     return AdminClient(base_config(settings))

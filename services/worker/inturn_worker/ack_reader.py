@@ -15,7 +15,7 @@ import structlog
 from confluent_kafka import OFFSET_END, Message, TopicPartition
 
 from inturn.errors import SchemaError
-from inturn.kafka import make_consumer
+from inturn.kafka import consume_batch, make_consumer
 from inturn.metrics import worker as m
 from inturn.schemas import Ack, DeadLetter, EventType, decode
 from inturn.settings.worker import WorkerSettings
@@ -63,7 +63,7 @@ class AckReader:
 
     def _step(self) -> list[Message]:
         self._apply_changes()
-        return self._consumer.consume(num_messages=1000, timeout=0.1)
+        return consume_batch(self._consumer, 1000, 0.1)
 
     async def run(self) -> None:
         """Read and route acks until ``stop``."""

@@ -16,7 +16,7 @@ import structlog
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from inturn.errors import SchemaError
-from inturn.kafka import make_consumer
+from inturn.kafka import consume_batch, make_consumer
 from inturn.metrics import worker as m
 from inturn.schemas import DeadLetter, EventType, decode, now_ms
 from inturn.schemas import Message as InturnMessage
@@ -87,7 +87,7 @@ class Intake:
             offsets, self._pending_commit = self._pending_commit, None
             self._commit(offsets, asynchronous=True)
         self._backpressure()
-        return self._consumer.consume(num_messages=batch_size, timeout=0.1)
+        return consume_batch(self._consumer, batch_size, 0.1)
 
     async def _take(self, batch: list[Message]) -> None:
         consumed_at = now_ms()

@@ -1,0 +1,288 @@
+"""An in-test platform for the worker's tests, and helpers to run workers and read topics back.
+
+``ScriptedPlatform`` speaks the WhatsApp Cloud API's send call and, playing the webhook's part,
+publishes each message's ack to the acks topic (key = room) — with per-recipient behaviour the
+tests script: withhold acks, lose a share, ack early (before answering the send), ack late, ack
+twice, answer 429/5xx/4xx. Its receipt list (what reached the platform, in order) is the oracle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import orjson
+from aiohttp import web
+from confluent_kafka import TopicPartition
+
+from inturn.kafka import AsyncProducer, make_consumer, make_producer
+from inturn.schemas import Ack, AckStatus, Event, EventType, Message, decode, decode_callback_data, encode, now_ms
+from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.app import Worker
+
+
+@dataclass
+class Receipt:
+    """One send that reached the platform."""
+
+    room_id: str
+    message_id: str
+    recipient: str
+    at: float
+    wamid: str
+
+
+@dataclass
+class Behaviour:
+    """How the platform treats one recipient."""
+
+    withhold: bool = False  # never ack
+    drop_rate: float = 0.0  # lose this share of acks
+    early: bool = False  # publish the ack (and wait for Kafka) before answering the send
+    ack_delay_s: float = 0.0  # publish the ack this long after answering
+    duplicate: bool = False  # publish every ack twice
+    status: AckStatus = AckStatus.SENT
+    answers: deque[tuple[int, str | None]] = field(default_factory=deque)  # scripted (HTTP status, Retry-After)
+
+
+class ScriptedPlatform:
+    """The platform side of the worker's tests (see the module docstring)."""
+
+    def __init__(self, settings: KafkaSettings, seed: int = 7) -> None:
+        self._settings = settings
+        self._rng = random.Random(seed)
+        self.behaviour: dict[str, Behaviour] = defaultdict(Behaviour)
+        self.receipts: list[Receipt] = []
+        self.attempts: list[tuple[str, float, int]] = []  # (message_id, time, HTTP status answered)
+        self.acks_published = 0
+        self._producer: AsyncProducer | None = None
+        self._runner: web.AppRunner | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        self.url = ""
+
+    async def start(self) -> ScriptedPlatform:
+        """Listen on a free loopback port."""
+        self._producer = AsyncProducer(make_producer(self._settings, **{"linger.ms": 1}))
+        app = web.Application()
+        app.router.add_post("/{version}/{phone}/messages", self._send)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        """Stop listening; cancel acks not yet published."""
+        for task in list(self._pending):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._producer is not None:
+            self._producer.close(5)
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body = orjson.loads(await request.read())
+        recipient = body["to"]
+        routed = decode_callback_data(body.get("biz_opaque_callback_data"))
+        assert routed is not None, body
+        room_id, message_id = routed
+        behaviour = self.behaviour[recipient]
+        if behaviour.answers:
+            status, retry_after = behaviour.answers.popleft()
+            self.attempts.append((message_id, time.monotonic(), status))
+            headers = {"Retry-After": retry_after} if retry_after else {}
+            error = {"error": {"message": "scripted", "type": "OAuthException", "code": 100, "fbtrace_id": "x"}}
+            return web.json_response(error, status=status, headers=headers)
+        wamid = f"wamid.{len(self.receipts)}.{message_id}"
+        self.attempts.append((message_id, time.monotonic(), 200))
+        self.receipts.append(Receipt(room_id, message_id, recipient, time.monotonic(), wamid))
+        lost = behaviour.withhold or (behaviour.drop_rate > 0 and self._rng.random() < behaviour.drop_rate)
+        if not lost:
+            ack = Ack(
+                room_id=room_id,
+                message_id=message_id,
+                platform="whatsapp",
+                platform_message_id=wamid,
+                status=behaviour.status,
+                platform_ts_ms=now_ms(),
+                received_at_ms=now_ms(),
+                recipient=recipient,
+            )
+            copies = 2 if behaviour.duplicate else 1
+            if behaviour.early:
+                for _ in range(copies):
+                    await self._publish(ack)
+            else:
+                task = asyncio.create_task(self._publish_later(ack, behaviour.ack_delay_s, copies))
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "contacts": [{"input": recipient, "wa_id": recipient}],
+                "messages": [{"id": wamid}],
+            }
+        )
+
+    async def _publish_later(self, ack: Ack, delay: float, copies: int) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        for _ in range(copies):
+            await self._publish(ack)
+
+    async def _publish(self, ack: Ack) -> None:
+        assert self._producer is not None
+        await self._producer.produce(self._settings.topic_acks, encode(ack), key=ack.room_id)
+        self.acks_published += 1
+
+    def order(self) -> dict[str, list[str]]:
+        """Message ids per room in the order they reached the platform."""
+        rooms: dict[str, list[str]] = defaultdict(list)
+        for receipt in self.receipts:
+            rooms[receipt.room_id].append(receipt.message_id)
+        return dict(rooms)
+
+
+def message(room: str, message_id: str, recipient: str | None = None, **kw: object) -> Message:
+    """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
+    return Message(
+        room_id=room,
+        message_id=message_id,
+        platform="whatsapp",
+        recipient=recipient or room,
+        payload={"type": "text", "text": {"body": message_id}},
+        created_at_ms=now_ms(),
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def produce(settings: KafkaSettings, messages: list[Message]) -> None:
+    """Produce messages in list order (key = room), waiting for Kafka."""
+    producer = make_producer(settings)
+    for msg in messages:
+        producer.produce(settings.topic_messages, key=msg.room_id, value=encode(msg))
+    assert producer.flush(30) == 0
+
+
+def produce_raw(settings: KafkaSettings, key: str, value: bytes) -> None:
+    """Produce one raw record to the messages topic."""
+    producer = make_producer(settings)
+    producer.produce(settings.topic_messages, key=key, value=value)
+    assert producer.flush(30) == 0
+
+
+def worker_settings(
+    topics: KafkaSettings, dsn: str, platform_url: str, group: str, **overrides: object
+) -> WorkerSettings:
+    """Worker settings for a test: its own topics, schema, group; quick checkpoints."""
+    values: dict[str, object] = {
+        **topics.model_dump(include=set(KafkaSettings.model_fields)),
+        "postgres_dsn": dsn,
+        "whatsapp_base_url": platform_url,
+        "whatsapp_phone_number_id": "100",
+        "worker_group_id": group,
+        "worker_http_port": 0,
+        "worker_http_host": "127.0.0.1",
+        "worker_ack_timeout_ms": 3000,
+        "worker_session_timeout_ms": 6000,
+        "worker_cursor_flush_ms": 100,
+        "worker_commit_interval_ms": 100,
+        "worker_retry_base_ms": 50,
+        "worker_revoke_grace_ms": 3000,
+        "worker_rate_limit_per_s": 10_000,
+        "worker_rate_burst": 10_000,
+    }
+    values.update(overrides)
+    return WorkerSettings(**values)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running_worker(settings: WorkerSettings) -> AsyncIterator[Worker]:
+    """A worker running on this event loop; drained and stopped on exit."""
+    worker = Worker(settings)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 60)
+
+
+async def wait_for(condition: Callable[[], bool], within: float, what: str, blocking: bool = False) -> None:
+    """Poll ``condition`` until true or fail after ``within`` seconds (on a thread when it blocks)."""
+    deadline = time.monotonic() + within
+    while not (await asyncio.to_thread(condition) if blocking else condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for: {what}")
+        await asyncio.sleep(0.05)
+
+
+def committed(settings: KafkaSettings, group: str) -> int:
+    """The sum of the group's committed offsets over the messages partitions (blocking)."""
+    consumer = make_consumer(settings, group)
+    try:
+        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
+    finally:
+        consumer.close()
+
+
+def read_topic(
+    settings: KafkaSettings, topic: str, partitions: int, expect: int | None = None, timeout: float = 20.0
+) -> list[bytes]:
+    """Every record value of ``topic`` (until ``expect`` were read, or the topic is idle for 1 s)."""
+    consumer = make_consumer(settings, f"reader-{time.monotonic_ns()}")
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    idle_since = time.monotonic()
+    try:
+        while time.monotonic() < deadline:
+            batch = consumer.consume(1000, 0.2)
+            for record in batch:
+                if record.error() is None:
+                    values.append(record.value() or b"")
+            if batch:
+                idle_since = time.monotonic()
+            if expect is not None and len(values) >= expect:
+                break
+            if expect is None and time.monotonic() - idle_since > 1.0:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+async def events(settings: KafkaSettings, expect_terminal: int | None = None) -> list[Event]:
+    """The events topic decoded; when ``expect_terminal`` is given, read until that many terminal events.
+
+    Reads on a thread: a worker may be running on this event loop and must not be frozen meanwhile.
+    """
+    from inturn.schemas import TERMINAL_EVENTS
+
+    deadline = time.monotonic() + 30
+    while True:
+        values = await asyncio.to_thread(read_topic, settings, settings.topic_events, settings.topic_partitions)
+        decoded = [decode(Event, v) for v in values]
+        terminal = sum(1 for e in decoded if e.type in TERMINAL_EVENTS)
+        if expect_terminal is None or terminal >= expect_terminal or time.monotonic() > deadline:
+            return decoded
+
+
+def terminal_by_message(evts: list[Event]) -> dict[str, list[EventType]]:
+    """Terminal event types per message id."""
+    from inturn.schemas import TERMINAL_EVENTS
+
+    out: dict[str, list[EventType]] = defaultdict(list)
+    for event in evts:
+        if event.type in TERMINAL_EVENTS:
+            out[event.message_id].append(event.type)
+    return dict(out)
