@@ -161,7 +161,7 @@ def message(room: str, message_id: str, recipient: str | None = None, **kw: obje
         payload={"type": "text", "text": {"body": message_id}},
         created_at_ms=now_ms(),
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 def produce(settings: KafkaSettings, messages: list[Message]) -> None:
