@@ -12,7 +12,7 @@ from inturn.settings import ENV_PREFIX, KafkaSettings, load
 from inturn.settings.bridge import BridgeSettings
 from inturn.settings.webhook import WebhookSettings
 from inturn.settings.worker import WorkerSettings
-from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, named, of_kind
+from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, containers, named, of_kind
 
 try:  # the report's settings move to libs/inturn/settings/report.py by convention; until then they are here
     from inturn.settings.report import ReportSettings  # type: ignore[import-not-found,unused-ignore]
@@ -87,3 +87,22 @@ def test_the_rendered_environment_is_accepted_by_the_settings_class(
     settings = load(SETTINGS[component]).model_dump()
     assert settings["environment"] == "production"
     assert settings["topic_partitions"] == 24
+
+
+@pytest.mark.parametrize("files", SCENARIOS)
+def test_every_inturn_command_the_chart_runs_is_one_the_cli_parses(helm: Helm, files: tuple[Path, ...]) -> None:
+    from inturn_cli.main import build_parser
+
+    parser = build_parser()
+    commands = []
+    for manifest in helm.render(files=files):
+        for container in containers(manifest):
+            if container.get("command") == ["inturn"]:
+                commands.append(container["args"])
+    assert commands
+    for args in commands:
+        try:
+            parsed = parser.parse_args(args)
+        except SystemExit as exc:  # argparse exits on an unknown subcommand or flag
+            raise AssertionError(f"`inturn {' '.join(args)}` is not a command the CLI knows") from exc
+        assert callable(parsed.handler)
