@@ -237,6 +237,9 @@ topologySpreadConstraints:
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and $v.report.enabled (eq $v.report.spark.deployMode "cluster") $v.report.spark.master (not (hasPrefix "k8s://" $v.report.spark.master)) }}
+{{- fail "report.spark.deployMode=cluster needs Spark on Kubernetes (report.spark.master empty or k8s://...): other masters run Python applications in client mode only." }}
+{{- end }}
 {{- if and $v.secrets.create $v.secrets.existingSecret }}
 {{- fail "secrets.create and secrets.existingSecret are both set: the chart creates a Secret only when you name none." }}
 {{- end }}
