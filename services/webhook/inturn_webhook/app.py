@@ -172,7 +172,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
         response_class=PlainTextResponse,
         responses={
             200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "The challenge."},
-            403: {"model": openapi.Problem, "description": "Wrong mode or verify token."},
+            403: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Wrong mode or token."},
         },
     )
     async def whatsapp_verify(
@@ -186,7 +186,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             metrics.REQUESTS.labels("whatsapp_verify", "ok").inc()
             return PlainTextResponse(challenge)
         metrics.REQUESTS.labels("whatsapp_verify", "forbidden").inc()
-        return _json(403, {"detail": "verification refused"})
+        return PlainTextResponse("verification refused", status_code=403)
 
     @app.post(
         "/webhooks/generic/{platform}",
