@@ -16,8 +16,10 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 
-# Maven (with its JDK) only resolves the Spark jars; none of it reaches the runtime image.
-RUN apt-get update \
+# Maven (with its JDK) only resolves the Spark jars; none of it reaches the runtime image. The man1 folder is
+# missing from slim images and the JDK's postinst links a man page into it.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
     && apt-get install -y --no-install-recommends maven=3.8.* \
     && rm -rf /var/lib/apt/lists/*
 
@@ -60,7 +62,8 @@ LABEL org.opencontainers.image.title="inturn" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 # Java 17 runs Spark (the report's driver and executors); procps gives Spark's scripts `ps`.
-RUN apt-get update \
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.* procps=2:4.* \
     && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17
