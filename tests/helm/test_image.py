@@ -1,0 +1,64 @@
+"""The Dockerfile lints clean and agrees with the chart: user, ports, install paths, report entry point."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+import inturn_reports
+from inturn.settings.bridge import BridgeSettings
+from inturn.settings.webhook import WebhookSettings
+from inturn.settings.worker import WorkerSettings
+from tests.helm.chart import CHART, REPO, chart_tools
+
+pytestmark = [pytest.mark.helm, pytest.mark.timeout(900)]
+
+DOCKERFILE = REPO / "Dockerfile"
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def dockerfile_lines(instruction: str) -> list[str]:
+    """The arguments of every ``instruction`` line (e.g. USER, EXPOSE) of the Dockerfile."""
+    pattern = re.compile(rf"^{instruction}\s+(.*)$")
+    return [m.group(1) for line in DOCKERFILE.read_text().splitlines() if (m := pattern.match(line))]
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    done = subprocess.run(
+        [str(chart_tools() / "hadolint"), "--no-color", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_image_user_is_the_one_the_chart_runs_as() -> None:
+    assert dockerfile_lines("USER") == ["10001:10001"]
+    for context in (VALUES["podSecurityContext"], VALUES["securityContext"]):
+        assert (context["runAsUser"], context["runAsGroup"]) == (10001, 10001)
+
+
+def test_the_exposed_ports_are_the_chart_ports_and_the_settings_defaults() -> None:
+    (exposed,) = dockerfile_lines("EXPOSE")
+    ports = {int(p) for p in exposed.split()}
+    assert ports == {VALUES["worker"]["port"], VALUES["webhook"]["port"], VALUES["bridge"]["port"]}
+    assert VALUES["worker"]["port"] == WorkerSettings.model_fields["worker_http_port"].default
+    assert VALUES["webhook"]["port"] == WebhookSettings.model_fields["webhook_port"].default
+    assert VALUES["bridge"]["port"] == BridgeSettings.model_fields["bridge_http_port"].default
+
+
+def test_the_report_application_is_the_installed_entry_module_of_the_image() -> None:
+    application = Path(VALUES["report"]["application"])
+    (base,) = [arg for arg in dockerfile_lines("ARG") if arg.startswith("PYTHON_IMAGE=")]
+    minor = re.match(r"PYTHON_IMAGE=python:(\d+\.\d+)\.\d+-slim-bookworm$", base)  # pinned to a patch release
+    assert minor is not None, base
+    venv = "/opt/inturn/venv"
+    assert f"VENV={venv}" in DOCKERFILE.read_text()
+    assert application == Path(venv, "lib", f"python{minor.group(1)}", "site-packages", "inturn_reports", "__main__.py")
+    assert (Path(inturn_reports.__file__).parent / application.name).is_file()
