@@ -1,0 +1,137 @@
+"""Reading ``inturn.events`` and ``inturn.acks`` for a time range, from Kafka or from exported files.
+
+Both sources give the same two frames, whose columns are the fields of ``inturn.schemas.Event``
+and ``inturn.schemas.Ack`` (status and type as strings). Kafka is read in batch mode between
+the offsets of ``from_ms`` and ``to_ms + grace_ms`` (Kafka record timestamps); files are filtered
+on ``ts_ms`` / ``received_at_ms`` over the same range. Records that are not valid JSON of the schema
+are not reported on, but counted (``Extracted.bad_records``) so the job can say how many it dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from inturn.errors import ConfigError
+
+EVENT_SCHEMA = StructType(
+    [
+        StructField("v", IntegerType()),
+        StructField("type", StringType()),
+        StructField("room_id", StringType()),
+        StructField("message_id", StringType()),
+        StructField("platform", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("attempt", IntegerType()),
+        StructField("worker_id", StringType()),
+        StructField("mode", StringType()),
+        StructField("ts_ms", LongType()),
+        StructField("created_at_ms", LongType()),
+        StructField("consumed_at_ms", LongType()),
+        StructField("sent_at_ms", LongType()),
+        StructField("acked_at_ms", LongType()),
+        StructField("platform_message_id", StringType()),
+        StructField("detail", StringType()),
+    ]
+)
+
+ACK_SCHEMA = StructType(
+    [
+        StructField("v", IntegerType()),
+        StructField("room_id", StringType()),
+        StructField("message_id", StringType()),
+        StructField("platform", StringType()),
+        StructField("platform_message_id", StringType()),
+        StructField("status", StringType()),
+        StructField("platform_ts_ms", LongType()),
+        StructField("received_at_ms", LongType()),
+        StructField("recipient", StringType()),
+        StructField("error", StringType()),
+    ]
+)
+
+#: Fields without which a record cannot be placed; a record missing one counts as bad.
+_EVENT_REQUIRED = ("type", "room_id", "message_id", "ts_ms")
+_ACK_REQUIRED = ("room_id", "platform_message_id", "status", "platform_ts_ms", "received_at_ms")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The two input frames, and how many raw records could not be read as either."""
+
+    events: DataFrame
+    acks: DataFrame
+    bad_events: DataFrame
+    bad_acks: DataFrame
+
+
+def _valid(required: tuple[str, ...]) -> Column:
+    cond = F.lit(True)
+    for name in required:
+        cond = cond & F.col(name).isNotNull()
+    return cond
+
+
+def _split(parsed: DataFrame, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    good = parsed.where(F.col("r").isNotNull()).select("r.*").where(_valid(required))
+    bad = parsed.where(F.col("r").isNull() | ~F.coalesce(_valid(tuple(f"r.{n}" for n in required)), F.lit(False)))
+    return good.select([f.name for f in schema.fields]), bad
+
+
+def from_kafka(
+    spark: SparkSession,
+    bootstrap: str,
+    events_topic: str,
+    acks_topic: str,
+    from_ms: int,
+    to_ms: int,
+    client_options: dict[str, str] | None = None,
+) -> Extracted:
+    """Both topics between the offsets of ``from_ms`` and ``to_ms`` (record timestamps), batch mode."""
+
+    def read(topic: str, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+        reader = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            # One timestamp for every partition: Spark looks up each partition's offset for it
+            # (the same lookup as startingOffsetsByTimestamp, without listing the partitions here).
+            .option("startingTimestamp", str(from_ms))
+            .option("endingTimestamp", str(to_ms))
+            # A partition with no record at or after from_ms has nothing for the range.
+            .option("startingOffsetsByTimestampStrategy", "latest")
+        )
+        for key, value in (client_options or {}).items():
+            reader = reader.option(f"kafka.{key}", value)
+        raw = reader.load().select(F.from_json(F.col("value").cast("string"), schema).alias("r"))
+        return _split(raw, schema, required)
+
+    events, bad_events = read(events_topic, EVENT_SCHEMA, _EVENT_REQUIRED)
+    acks, bad_acks = read(acks_topic, ACK_SCHEMA, _ACK_REQUIRED)
+    return Extracted(events, acks, bad_events, bad_acks)
+
+
+def from_files(spark: SparkSession, input_dir: Path, from_ms: int, to_ms: int) -> Extracted:
+    """``input_dir/events`` and ``input_dir/acks`` (Parquet, or JSON lines as on the topics), filtered to the range."""
+
+    def read(name: str, schema: StructType, required: tuple[str, ...], ts: str) -> tuple[DataFrame, DataFrame]:
+        folder = input_dir / name
+        if not folder.is_dir():
+            raise ConfigError(f"no {name}/ folder in {input_dir} (expected Parquet or JSON lines files)")
+        if any(folder.rglob("*.parquet")):
+            frame = spark.read.schema(schema).parquet(str(folder))
+            parsed = frame.select(F.struct(*[F.col(f.name) for f in schema.fields]).alias("r"))
+        else:
+            text = spark.read.text(str(folder)).where(F.length(F.trim("value")) > 0)
+            parsed = text.select(F.from_json("value", schema).alias("r"))
+        good, bad = _split(parsed, schema, required)
+        return good.where((F.col(ts) >= from_ms) & (F.col(ts) < to_ms)), bad
+
+    events, bad_events = read("events", EVENT_SCHEMA, _EVENT_REQUIRED, "ts_ms")
+    acks, bad_acks = read("acks", ACK_SCHEMA, _ACK_REQUIRED, "received_at_ms")
+    return Extracted(events, acks, bad_events, bad_acks)

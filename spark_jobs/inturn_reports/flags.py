@@ -1,0 +1,35 @@
+"""The report's command-line flags, shared by ``inturn report`` and ``python -m inturn_reports``.
+
+Kept apart from the job so the CLI can list them without importing Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from inturn.settings import load
+from inturn_reports.settings import ReportSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The report's flags (shared by ``inturn report`` and ``python -m inturn_reports``)."""
+    parser.add_argument("--from", dest="from_", required=True, help="start of the range: epoch ms, date or ISO time")
+    parser.add_argument("--to", required=True, help="end of the range (exclusive)")
+    parser.add_argument("--source", choices=["kafka", "files"], help="where to read (INTURN_REPORT_SOURCE)")
+    parser.add_argument("--input", type=Path, help="folder with events/ and acks/ (INTURN_REPORT_INPUT_DIR)")
+    parser.add_argument("--out", type=Path, help="output folder (INTURN_REPORT_OUT_DIR)")
+    parser.add_argument("--top-n", type=int, help="worst rooms per measure and day (INTURN_REPORT_TOP_N)")
+    parser.add_argument("--jdbc-url", help="also write summary tables to PostgreSQL (INTURN_REPORT_JDBC_URL)")
+
+
+def settings_from(args: argparse.Namespace) -> ReportSettings:
+    """Settings from the environment, with the flags that were given on top."""
+    flags = {
+        "report_source": args.source,
+        "report_input_dir": args.input,
+        "report_out_dir": args.out,
+        "report_top_n": args.top_n,
+        "report_jdbc_url": args.jdbc_url,
+    }
+    return load(ReportSettings, **{k: v for k, v in flags.items() if v is not None})

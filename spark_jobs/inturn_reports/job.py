@@ -1,0 +1,188 @@
+"""The report job: extract, transform, load. ``python -m inturn_reports`` and ``spark-submit`` enter at ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from inturn.errors import ConfigError, InturnError
+from inturn_reports import extract, page
+from inturn_reports.flags import add_arguments, settings_from
+from inturn_reports.load import write_csv, write_jdbc, write_tables
+from inturn_reports.session import spark_session
+from inturn_reports.settings import ReportSettings
+from inturn_reports.transform import (
+    ReportParams,
+    latency_histogram,
+    message_facts,
+    rooms,
+    summary,
+    timeline,
+    worst_rooms,
+)
+
+#: Tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
+TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram")
+
+
+@dataclass(frozen=True)
+class ReportRun:
+    """What a run wrote and counted."""
+
+    out_dir: Path
+    html: Path
+    summary_csv: Path
+    messages: int
+    bad_events: int
+    bad_acks: int
+    seconds: float
+    jdbc_tables: tuple[str, ...] = ()
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch from epoch ms, a date (``2026-11-22``) or ISO 8601 (naive means UTC)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"not a time: {text!r} (use epoch ms, YYYY-MM-DD or ISO 8601)") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> dict[str, DataFrame]:
+    """Every report table from the raw frames (facts and rooms are persisted: several tables read them)."""
+    facts = message_facts(events, acks, params).persist(StorageLevel.MEMORY_AND_DISK)
+    per_room = rooms(facts, params).persist(StorageLevel.MEMORY_AND_DISK)
+    return {
+        "summary": summary(facts, params),
+        "rooms": per_room,
+        "worst_rooms": worst_rooms(per_room, params),
+        "timeline": timeline(facts, params),
+        "latency_histogram": latency_histogram(facts, params),
+        "_facts": facts,
+    }
+
+
+def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
+    until = to_ms + settings.report_grace_ms  # late acks of the range's messages still count
+    if settings.report_source == "files":
+        return extract.from_files(spark, settings.report_input_dir, from_ms, until)
+    return extract.from_kafka(
+        spark,
+        settings.kafka_bootstrap,
+        settings.topic_events,
+        settings.topic_acks,
+        from_ms,
+        until,
+        settings.kafka_client_config,
+    )
+
+
+def _rows(frame: DataFrame, *order: str) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.orderBy(*order).collect()]
+
+
+def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> ReportRun:
+    """Read the range, compute every table, and write them all under ``settings.report_out_dir``."""
+    if to_ms <= from_ms:
+        raise ConfigError(f"--to ({to_ms}) must be after --from ({from_ms})")
+    started = time.monotonic()
+    params = ReportParams(
+        from_ms=from_ms,
+        to_ms=to_ms,
+        top_n=settings.report_top_n,
+        timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
+    )
+    source = _extract(spark, settings, from_ms, to_ms)
+    tables = build_tables(source.events, source.acks, params)
+    facts = tables.pop("_facts")
+    out = settings.report_out_dir
+    write_tables(tables, out)
+    summary_rows = _rows(tables["summary"], "date", "platform", "mode")
+    columns = tables["summary"].columns
+    csv_path = write_csv(summary_rows, columns, out / "summary.csv")
+    meta = {
+        "range": f"{_iso(from_ms)} → {_iso(to_ms)}",
+        "source": settings.report_source,
+        "messages": f"{sum(r['messages'] for r in summary_rows):,}",
+        "generated": _iso(int(time.time() * 1000)),
+    }
+    html = page.render(
+        summary_rows,
+        _rows(tables["worst_rooms"], "date", "measure", "rank"),
+        _rows(tables["timeline"], "bucket_start_ms", "mode"),
+        _rows(tables["latency_histogram"], "date", "mode", "measure", "upper_ms"),
+        meta,
+    )
+    html_path = out / "report.html"
+    html_path.write_text(html, encoding="utf-8")
+    jdbc: tuple[str, ...] = ()
+    if settings.report_jdbc_url:
+        password = settings.report_jdbc_password.get_secret_value() if settings.report_jdbc_password else None
+        jdbc = tuple(
+            write_jdbc(
+                {"summary": tables["summary"], "worst_rooms": tables["worst_rooms"]},
+                settings.report_jdbc_url,
+                settings.report_jdbc_user,
+                password,
+            )
+        )
+    bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
+    facts.unpersist()
+    tables["rooms"].unpersist()
+    return ReportRun(
+        out_dir=out,
+        html=html_path,
+        summary_csv=csv_path,
+        messages=sum(int(r["messages"]) for r in summary_rows),
+        bad_events=bad_events,
+        bad_acks=bad_acks,
+        seconds=time.monotonic() - started,
+        jdbc_tables=jdbc,
+    )
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def run_args(args: argparse.Namespace) -> int:
+    """Run the report for parsed flags; prints where it went. Exit code 0."""
+    settings = settings_from(args)
+    from_ms, to_ms = parse_time(args.from_), parse_time(args.to)
+    spark = spark_session(settings.report_master, settings.report_shuffle_partitions, settings.report_driver_memory)
+    result = run(spark, settings, from_ms, to_ms)
+    print(f"report: {result.messages:,} messages in {result.seconds:.1f}s -> {result.out_dir}")
+    print(f"html: {result.html}\nsummary: {result.summary_csv}")
+    if result.bad_events or result.bad_acks:
+        print(f"skipped unreadable records: events={result.bad_events} acks={result.bad_acks}")
+    if result.jdbc_tables:
+        print(f"jdbc: {', '.join(result.jdbc_tables)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m inturn_reports`` and ``spark-submit .../inturn_reports/__main__.py``."""
+    parser = argparse.ArgumentParser(prog="inturn_reports", description="inturn delivery and ordering report")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_args(args)
+    except ConfigError as exc:
+        print(f"inturn report: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except InturnError as exc:
+        print(f"inturn report: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,159 @@
+"""The HTML report a person opens in a browser: one self-contained file, charts as inline SVG."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from inturn_reports.charts import bar_chart
+from inturn_reports.transform import LATENCY_EDGES_MS
+
+Record = Mapping[str, Any]
+
+_STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; }
+table { border-collapse: collapse; margin: 8px 0; } th, td { padding: 3px 8px; border-bottom: 1px solid #ddd; }
+th { text-align: left; background: #f4f4f4; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
+svg .grid { stroke: #e5e5e5; } svg .axis { stroke: #444; } svg text { font-size: 11px; fill: #333; }
+.meta { color: #666; }
+"""
+
+_SUMMARY_COLUMNS = [
+    ("date", "date"),
+    ("platform", "platform"),
+    ("mode", "mode"),
+    ("messages", "messages"),
+    ("delivered_rate", "delivered"),
+    ("ack_rate", "acked"),
+    ("timeout_rate", "timeouts"),
+    ("late_acks", "late acks"),
+    ("retries", "retries"),
+    ("dead_letters", "dead letters"),
+    ("duplicates", "duplicates"),
+    ("no_device_ts", "no device ts"),
+    ("ack_p50_ms", "ack p50 ms"),
+    ("ack_p95_ms", "ack p95 ms"),
+    ("e2e_p50_ms", "e2e p50 ms"),
+    ("e2e_p95_ms", "e2e p95 ms"),
+    ("e2e_p99_ms", "e2e p99 ms"),
+    ("out_of_order_rate", "out of order"),
+    ("dispatch_violations", "dispatch violations"),
+]
+_RATES = {"delivered_rate", "ack_rate", "timeout_rate", "out_of_order_rate"}
+
+
+def _fmt(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if name in _RATES:
+        return f"{100 * float(value):.2f}%"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(rows: Sequence[Record], columns: Sequence[tuple[str, str]], css_id: str) -> str:
+    head = "".join(f"<th>{escape(label)}</th>" for _, label in columns)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td class="{"n" if isinstance(row[k], int | float) else ""}">{escape(_fmt(k, row[k]))}</td>'
+            for k, _ in columns
+        )
+        body.append(f"<tr>{cells}</tr>")
+    return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _latency_chart(histogram: Sequence[Record]) -> str:
+    labels = [f"≤{e / 1000:g}s" if e >= 1000 else f"≤{e}ms" for e in LATENCY_EDGES_MS] + [
+        f">{LATENCY_EDGES_MS[-1] / 1000:g}s"
+    ]
+    edges: list[int | None] = [*LATENCY_EDGES_MS, None]
+    counts: dict[str, dict[int | None, int]] = defaultdict(lambda: defaultdict(int))
+    for row in histogram:
+        if row["measure"] == "e2e":
+            counts[row["mode"]][row["upper_ms"]] += int(row["messages"])
+    series = {}
+    for mode in sorted(counts):
+        total = sum(counts[mode].values()) or 1
+        series[mode] = [100 * counts[mode][e] / total for e in edges]
+    return bar_chart(
+        "latency",
+        "End-to-end latency (created → first ack): share of messages per bucket, by mode",
+        labels,
+        series,
+        fmt=lambda v: f"{v:.0f}%",
+    )
+
+
+def _ordering_chart(summary: Sequence[Record]) -> str:
+    pairs: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in summary:
+        cell = pairs[(row["platform"], row["mode"])]
+        cell[0] += int(row["inverted"])
+        cell[1] += int(row["pairs"])
+    platforms = sorted({p for p, _ in pairs})
+    modes = sorted({m for _, m in pairs})
+    series = {
+        mode: [100 * pairs[(p, mode)][0] / pairs[(p, mode)][1] if pairs[(p, mode)][1] else 0.0 for p in platforms]
+        for mode in modes
+    }
+    return bar_chart(
+        "ordering",
+        "Out-of-order rate at the device (% of consecutive pairs inverted), by platform and mode",
+        platforms,
+        series,
+        fmt=lambda v: f"{v:.1f}%",
+    )
+
+
+def _timeline_chart(timeline: Sequence[Record]) -> str:
+    kinds = [("acked", "acked"), ("sent_unacked", "sent (no ack wait)"), ("ack_timeouts", "ack timeout"),
+             ("dead_letters", "dead letter")]  # fmt: skip
+    buckets: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in timeline:
+        for key, _ in kinds:
+            buckets[row["bucket_start_ms"]][key] += int(row[key])
+    starts = sorted(buckets)
+    labels = [dt.datetime.fromtimestamp(s / 1000, dt.UTC).strftime("%m-%d %H:%M") for s in starts]
+    series = {label: [float(buckets[s][key]) for s in starts] for key, label in kinds}
+    return bar_chart("outcomes", "Outcomes over time (messages by first event), all modes", labels, series,
+                     stacked=True)  # fmt: skip
+
+
+def render(
+    summary: Sequence[Record],
+    worst: Sequence[Record],
+    timeline: Sequence[Record],
+    histogram: Sequence[Record],
+    meta: Mapping[str, str],
+) -> str:
+    """The whole report page: headline table, three charts, worst rooms. Needs no network to display."""
+    info = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in meta.items())
+    worst_cols = [("date", "date"), ("measure", "measure"), ("rank", "#"), ("room_id", "room"),
+                  ("platform", "platform"), ("mode", "mode"), ("value", "value")]  # fmt: skip
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>inturn delivery and ordering report</title>
+<style>{_STYLE}</style></head>
+<body>
+<h1>inturn delivery and ordering report</h1>
+<p class="meta">{info}</p>
+<h2>Summary per day, platform and ordering mode</h2>
+{_table(summary, _SUMMARY_COLUMNS, "summary")}
+<h2>Latency</h2>
+{_latency_chart(histogram)}
+<h2>Ordering</h2>
+{_ordering_chart(summary)}
+<h2>Outcomes over time</h2>
+{_timeline_chart(timeline)}
+<h2>Worst rooms</h2>
+{_table(worst, worst_cols, "worst-rooms")}
+</body></html>
+"""

@@ -1,0 +1,103 @@
+"""The transforms against a plain-Python oracle over a generated event set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.testing import assertDataFrameEqual
+
+from inturn_reports.extract import EVENT_SCHEMA
+from inturn_reports.transform import (
+    ReportParams,
+    latency_histogram,
+    message_facts,
+    rooms,
+    summary,
+    timeline,
+    worst_rooms,
+)
+from tests.reports import fixture, oracle
+from tests.reports.conftest import acks_frame, events_frame
+from tests.reports.generator import generate
+
+pytestmark = pytest.mark.spark
+
+START = 1_790_200_800_000  # 2026-09-23 22:00 UTC: the 4 h range crosses midnight, so two dates
+SPAN = 4 * 3_600_000
+
+
+def _expected(spark: SparkSession, actual: DataFrame, rows: list[dict[str, Any]]) -> DataFrame:
+    return spark.createDataFrame([tuple(r[c] for c in actual.columns) for r in rows], actual.schema)
+
+
+@pytest.fixture(scope="module")
+def generated(spark: SparkSession) -> dict[str, Any]:
+    stream = generate(seed=7, rooms=48, messages_per_room=6, start_ms=START, span_ms=SPAN)
+    # The range cuts off messages at both ends: those first seen before from or after to are not reported.
+    params = ReportParams(from_ms=START + 600_000, to_ms=START + SPAN - 600_000, top_n=5, timeline_bucket_ms=900_000)
+    msgs = oracle.messages(stream.events, stream.acks, params.from_ms, params.to_ms)
+    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params).cache()
+    return {"params": params, "msgs": msgs, "facts": facts}
+
+
+def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> None:
+    # Guards the oracle comparisons below against a generator that stopped producing some case.
+    rows = oracle.summary(generated["msgs"])
+    totals = {k: sum(r[k] for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
+                                                    "duplicates", "skipped_duplicates", "no_device_ts", "inverted",
+                                                    "failed", "sent_unacked")}  # fmt: skip
+    assert all(v > 0 for v in totals.values()), totals
+    assert len({r["date"] for r in rows}) == 2
+    assert {r["mode"] for r in rows} == {"ack", "none", "fixed-delay", "partition"}
+
+
+def test_summary_counts_rates_and_percentiles_match_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
+    actual = summary(generated["facts"], generated["params"])
+    assertDataFrameEqual(actual, _expected(spark, actual, oracle.summary(generated["msgs"])))
+
+
+def test_rooms_table_matches_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
+    actual = rooms(generated["facts"], generated["params"])
+    assertDataFrameEqual(actual, _expected(spark, actual, oracle.rooms(generated["msgs"])))
+
+
+def test_worst_rooms_are_the_oracles_top_n_per_day_and_measure(spark: SparkSession, generated: dict[str, Any]) -> None:
+    params = generated["params"]
+    actual = worst_rooms(rooms(generated["facts"], params), params)
+    expected = oracle.worst_rooms(oracle.rooms(generated["msgs"]), params.top_n)
+    assert len(expected) > 10
+    assertDataFrameEqual(actual, _expected(spark, actual, expected))
+
+
+def test_timeline_and_latency_histogram_match_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
+    params = generated["params"]
+    actual = timeline(generated["facts"], params)
+    assertDataFrameEqual(
+        actual, _expected(spark, actual, oracle.timeline(generated["msgs"], params.timeline_bucket_ms))
+    )
+    hist = latency_histogram(generated["facts"], params)
+    assertDataFrameEqual(hist, _expected(spark, hist, oracle.latency_histogram(generated["msgs"])))
+
+
+def test_no_events_gives_empty_tables(spark: SparkSession) -> None:
+    empty = spark.createDataFrame([], EVENT_SCHEMA)
+    params = ReportParams(from_ms=0, to_ms=1)
+    facts = message_facts(empty, acks_frame(spark, []), params)
+    assert summary(facts, params).count() == 0
+    assert worst_rooms(rooms(facts, params), params).count() == 0
+
+
+def test_hand_checked_rooms_give_the_out_of_order_rates_worked_out_by_hand(spark: SparkSession) -> None:
+    stream = fixture.hand_fixture(START)
+    params = ReportParams(from_ms=START, to_ms=START + 10_000)
+    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params)
+    room_cols = ["room_id", "pairs", "inverted", "out_of_order_rate", "ack_timeouts", "late_acks", "dead_letters",
+                 "dispatch_violations"]  # fmt: skip
+    actual_rooms = rooms(facts, params).select(*room_cols)
+    assertDataFrameEqual(actual_rooms, [(room, *vals) for room, vals in fixture.ROOMS.items()])
+    group_cols = ["platform", "mode", "messages", "pairs", "inverted", "out_of_order_rate", "ack_timeouts",
+                  "late_acks", "no_device_ts", "dispatch_violations"]  # fmt: skip
+    actual_groups = summary(facts, params).select(*group_cols)
+    assertDataFrameEqual(actual_groups, [(*key, *vals) for key, vals in fixture.GROUPS.items()])
