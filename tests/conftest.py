@@ -21,6 +21,14 @@ from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _logs_to_stderr() -> None:
+    """Services log to stderr as in production, keeping stdout for what commands print."""
+    from inturn.logs import configure
+
+    configure("console", "INFO")
+
+
 def _docker_answers() -> bool:
     if os.environ.get("INTURN_TESTS_NO_DOCKER"):
         return False

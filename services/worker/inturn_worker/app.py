@@ -78,7 +78,9 @@ class Worker:
         checkpoint = Checkpoint(settings, parts, rooms, events, store, intake.request_commit)
         intake.checkpoint = checkpoint
         self._checkpoint = checkpoint
-        self._health = await start_health_server(settings.worker_http_host, settings.worker_http_port, self._ready)
+        self._health = await start_health_server(
+            settings.worker_http_host, settings.worker_http_port, self._ready, rooms.describe
+        )
         self.http_port = _bound_port(self._health)
         log.info(
             "worker_started",

@@ -107,6 +107,23 @@ class Rooms:
         """Rooms with buffered messages."""
         return len(self._rooms)
 
+    def describe(self, room_id: str) -> dict[str, object] | None:
+        """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
+        room = self._rooms.get(room_id)
+        if room is None:
+            return None
+        head = room.queue[0] if room.queue else None
+        return {
+            "room_id": room_id,
+            "buffered": len(room.queue),
+            "head_message_id": head.message.message_id if head else None,
+            "head_offset": head.offset if head else None,
+            "partition": head.part.partition if head else None,
+            "in_flight": room.in_flight,
+            "blocked": room.blocked,
+            "head_waiting_s": round(time.monotonic() - room.head_since, 3),
+        }
+
     def take_cursor_updates(self) -> list[CursorUpdate]:
         """The cursor changes since the last call (the checkpoint writes them)."""
         updates = list(self._cursor_updates.values())

@@ -1,0 +1,155 @@
+"""The delivery pipeline as separate processes on one machine: platform simulator, webhook, workers.
+
+Used by the fault tests, the benchmarks and the demo. Kafka and PostgreSQL are given (the local
+launchers or real servers); every service is a real ``inturn <service>`` process, so it can be
+killed, frozen or restarted like in production, and the simulator's receipt log is the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from inturn.devstack.process import free_port
+from inturn.devstack.services import ServiceProcess
+from inturn.kafka import make_producer
+from inturn.receipts import Report, check, load_receipts
+from inturn.schemas import Message, encode, now_ms
+from inturn.settings import KafkaSettings
+
+APP_SECRET = "pipeline-app-secret"  # noqa: S105 - a throwaway secret between two local processes
+ACCESS_TOKEN = "pipeline-token"  # noqa: S105 - same
+PHONE_NUMBER_ID = "100200300"
+
+
+class Pipeline:
+    """Simulator + webhook + workers wired to one set of topics and one database."""
+
+    def __init__(self, topics: KafkaSettings, postgres_dsn: str, workdir: Path, *, group: str = "inturn-workers",
+                 sim: dict[str, str] | None = None, worker: dict[str, str] | None = None) -> None:
+        self.topics = topics
+        self.postgres_dsn = postgres_dsn
+        self.workdir = workdir
+        self.group = group
+        self.sim_port = free_port()
+        self.webhook_port = free_port()
+        self.sim_env = sim or {}
+        self.worker_env = worker or {}
+        self.sim: ServiceProcess | None = None
+        self.webhook: ServiceProcess | None = None
+        self.workers: dict[str, ServiceProcess] = {}
+        self.produced: dict[str, list[str]] = {}
+
+    @property
+    def sim_url(self) -> str:
+        """Base URL of the simulator."""
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    def _kafka_env(self) -> dict[str, str]:
+        t = self.topics
+        return {
+            "INTURN_KAFKA_BOOTSTRAP": t.kafka_bootstrap,
+            "INTURN_TOPIC_MESSAGES": t.topic_messages,
+            "INTURN_TOPIC_ACKS": t.topic_acks,
+            "INTURN_TOPIC_EVENTS": t.topic_events,
+            "INTURN_TOPIC_DLQ": t.topic_dlq,
+            "INTURN_LOG_FORMAT": "json",
+        }
+
+    def start_sim(self) -> ServiceProcess:
+        """Start the platform simulator, calling the webhook back."""
+        env = {
+            "INTURN_SIM_HOST": "127.0.0.1",
+            "INTURN_SIM_PORT": str(self.sim_port),
+            "INTURN_SIM_WEBHOOK_URL": f"http://127.0.0.1:{self.webhook_port}/webhooks/whatsapp",
+            "INTURN_SIM_APP_SECRET": APP_SECRET,
+            "INTURN_SIM_ACCESS_TOKEN": ACCESS_TOKEN,
+            "INTURN_SIM_RATE_LIMIT_PER_S": "100000",
+            "INTURN_SIM_RECEIPTS_PATH": str(self.workdir / "receipts.jsonl"),
+            "INTURN_LOG_FORMAT": "json",
+            **self.sim_env,
+        }
+        self.sim = ServiceProcess("sim", ["sim"], env, self.workdir, f"{self.sim_url}/healthz").start()
+        return self.sim
+
+    def start_webhook(self) -> ServiceProcess:
+        """Start the webhook, publishing acks to the topics."""
+        env = {
+            **self._kafka_env(),
+            "INTURN_WEBHOOK_HOST": "127.0.0.1",
+            "INTURN_WEBHOOK_PORT": str(self.webhook_port),
+            "INTURN_WEBHOOK_APP_SECRETS": APP_SECRET,
+            "INTURN_WEBHOOK_VERIFY_TOKEN": "pipeline-verify",
+        }
+        self.webhook = ServiceProcess(
+            "webhook", ["webhook"], env, self.workdir, f"http://127.0.0.1:{self.webhook_port}/healthz"
+        ).start()
+        return self.webhook
+
+    def add_worker(self, name: str, **env: str) -> ServiceProcess:
+        """Start one more worker process in the group."""
+        port = free_port()
+        worker_env = {
+            **self._kafka_env(),
+            "INTURN_POSTGRES_DSN": self.postgres_dsn,
+            "INTURN_WORKER_GROUP_ID": self.group,
+            "INTURN_WORKER_ID": name,
+            "INTURN_WORKER_HTTP_HOST": "127.0.0.1",
+            "INTURN_WORKER_HTTP_PORT": str(port),
+            "INTURN_WHATSAPP_BASE_URL": self.sim_url,
+            "INTURN_WHATSAPP_ACCESS_TOKEN": ACCESS_TOKEN,
+            "INTURN_WHATSAPP_PHONE_NUMBER_ID": PHONE_NUMBER_ID,
+            "INTURN_WORKER_RATE_LIMIT_PER_S": "100000",
+            "INTURN_WORKER_RATE_BURST": "100000",
+            **self.worker_env,
+            **env,
+        }
+        worker = ServiceProcess(name, ["worker"], worker_env, self.workdir, f"http://127.0.0.1:{port}/healthz")
+        self.workers[name] = worker.start()
+        return worker
+
+    def produce(self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0) -> int:
+        """Produce ``per_room`` messages to each of ``rooms`` rooms, interleaved; returns how many."""
+        producer = make_producer(self.topics)
+        filler = "x" * payload_bytes
+        count = 0
+        for n in range(per_room):
+            for r in range(rooms):
+                room = f"{prefix}-{r}"
+                message_id = f"{room}#{n}"
+                message = Message(
+                    room_id=room, message_id=message_id, platform="whatsapp", account=PHONE_NUMBER_ID,
+                    recipient=f"49170{r:07d}", payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+                    created_at_ms=now_ms(),
+                )
+                producer.produce(self.topics.topic_messages, key=room, value=encode(message))
+                self.produced.setdefault(room, []).append(message_id)
+                count += 1
+                if count % 10_000 == 0:
+                    producer.poll(0)
+        if producer.flush(60) != 0:
+            raise RuntimeError("could not produce every message")
+        return count
+
+    def receipts(self) -> list[dict[str, Any]]:
+        """The simulator's receipt log (device order per recipient)."""
+        return load_receipts(self.sim_url)
+
+    def stats(self) -> dict[str, Any]:
+        """The simulator's counters."""
+        with urllib.request.urlopen(f"{self.sim_url}/_sim/stats", timeout=10) as resp:  # noqa: S310 - loopback
+            return dict(json.loads(resp.read()))
+
+    def report(self) -> Report:
+        """Lost, duplicated and reordered messages per room, judged from the receipt log."""
+        return check(self.receipts(), self.produced)
+
+    def stop(self) -> None:
+        """Stop every process (workers first, so they drain while the platform still answers)."""
+        for worker in self.workers.values():
+            worker.stop()
+        for service in (self.webhook, self.sim):
+            if service is not None:
+                service.stop()

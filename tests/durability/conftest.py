@@ -1,0 +1,45 @@
+"""Fixtures of the durability tests: the whole pipeline as separate OS processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from inturn.devstack.pipeline import Pipeline
+from inturn.settings import KafkaSettings
+from tests.worker.harness import committed
+
+
+@pytest.fixture
+def pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str) -> Iterator[Pipeline]:
+    """Simulator and webhook running; workers are added by each test."""
+    schema_dsn = postgres_dsn  # workers share one database: cursors and epochs are per topic
+    line = Pipeline(
+        inturn_topics, schema_dsn, tmp_path, group=f"g{test_id}",
+        sim={"INTURN_SIM_LATENCY_MEDIAN_MS": "40", "INTURN_SIM_LATENCY_P99_MS": "150",
+             "INTURN_SIM_LATENCY_MAX_MS": "400", "INTURN_SIM_DROP_RATE": "0.1"},
+        worker={"INTURN_WORKER_ACK_TIMEOUT_MS": "1500", "INTURN_WORKER_SESSION_TIMEOUT_MS": "6000",
+                "INTURN_WORKER_REVOKE_GRACE_MS": "2000", "INTURN_WORKER_CURSOR_FLUSH_MS": "100",
+                "INTURN_WORKER_COMMIT_INTERVAL_MS": "200"},
+    )
+    line.start_sim()
+    line.start_webhook()
+    try:
+        yield line
+    finally:
+        line.stop()
+
+
+def wait_done(line: Pipeline, total: int, within: float) -> None:
+    """Wait until every produced message reached the device and the group committed every offset."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        received = {(r["room_id"], r["message_id"]) for r in line.receipts()}
+        if len(received) >= total and committed(line.topics, line.group) >= total:
+            return
+        time.sleep(0.5)
+    report = line.report()
+    raise AssertionError(f"not done after {within}s: {report.summary()}")
