@@ -204,6 +204,8 @@ topologySpreadConstraints:
     labelSelector:
       matchLabels:
         {{- include "inturn.selectorLabels" $ | nindent 8 }}
+    # Spread each ReplicaSet on its own, so a rolling update does not count the old pods.
+    matchLabelKeys: [pod-template-hash]
 {{- end }}
 {{- end }}
 {{- end }}
