@@ -58,7 +58,7 @@ class _Runtime:
         return time.monotonic() - latest if latest else None
 
 
-async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, interval: float) -> None:
+async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, interval: float, max_age: float) -> None:
     """Ask Kafka for the acks topic's metadata every ``interval`` seconds, recording success."""
     while True:
         try:
@@ -67,6 +67,8 @@ async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, i
             log.warning("kafka_unreachable", error=str(exc.args[0]))
         else:
             runtime.kafka_ok_at = time.monotonic()
+        age = runtime.kafka_age()
+        metrics.KAFKA_REACHABLE.set(1 if age is not None and age < max_age else 0)
         await asyncio.sleep(interval)
 
 
@@ -92,7 +94,9 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             )
         )
         runtime.intake = AckIntake(producer, cfg)
-        probe = asyncio.create_task(_probe_kafka(producer, cfg.topic_acks, runtime, cfg.webhook_probe_interval_s))
+        probe = asyncio.create_task(
+            _probe_kafka(producer, cfg.topic_acks, runtime, cfg.webhook_probe_interval_s, cfg.webhook_ready_max_age_s)
+        )
         log.info("webhook_started", acks_topic=cfg.topic_acks, dlq_topic=cfg.topic_dlq, secrets=len(app_secrets))
         try:
             yield
