@@ -6,6 +6,7 @@ first build takes a few minutes, later calls only print the binary's path.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -72,6 +73,8 @@ class Helm:
 
     def __init__(self, binary: Path) -> None:
         self.binary = binary
+        # Many tests render the same scenario: each distinct render runs helm once per session.
+        self._renders: dict[tuple[str, tuple[Path, ...], str], list[Manifest]] = {}
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """helm with ``args``; the result whatever the exit code (callers assert on it)."""
@@ -100,10 +103,13 @@ class Helm:
         files: tuple[Path, ...] = (),
         release: str = RELEASE,
     ) -> list[Manifest]:
-        """The rendered manifests as dicts; fails the test with helm's message when rendering fails."""
-        result = self.template_text(values, files, release)
-        assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
-        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        """The rendered manifests as dicts (a fresh copy); fails the test with helm's message when rendering fails."""
+        key = (yaml.safe_dump(dict(values or {}), sort_keys=True), files, release)
+        if key not in self._renders:
+            result = self.template_text(values, files, release)
+            assert result.returncode == 0, f"helm template failed:\n{result.stderr}"
+            self._renders[key] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+        return copy.deepcopy(self._renders[key])
 
 
 def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
