@@ -1,0 +1,115 @@
+"""Kafka unavailable for a while (a broker of this module's own, stopped and started again)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import aiohttp
+import orjson
+import pytest
+
+from inturn import topics
+from inturn.devstack import LocalKafka
+from inturn.kafka import make_admin, partition_for
+from inturn.metrics import bridge as metrics
+from inturn.schemas import Message, decode, encode
+from inturn.settings import KafkaSettings
+from inturn_bridge.service import BridgeService
+from tests.bridge.conftest import Ordered, TopicReader, bridge_settings, per_room_seqs, wait_writable, workload
+
+pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[LocalKafka]:
+    """A broker this module may stop and start (same data directory and port)."""
+    kafka = LocalKafka().start()
+    try:
+        yield kafka
+    finally:
+        kafka.cleanup()
+
+
+@pytest.fixture
+def own_topics(broker: LocalKafka, test_id: str) -> KafkaSettings:
+    """This test's topics on the module's broker."""
+    settings = KafkaSettings(
+        kafka_bootstrap=broker.bootstrap,
+        topic_messages=f"t{test_id}.messages",
+        topic_acks=f"t{test_id}.acks",
+        topic_events=f"t{test_id}.events",
+        topic_dlq=f"t{test_id}.dlq",
+        topic_partitions=4,
+    )
+    topics.create(make_admin(settings), settings)
+    wait_writable(settings, [settings.topic_messages, settings.topic_dlq])
+    return settings
+
+
+def kafka_errors() -> float:
+    """Nacks because Kafka did not confirm, so far (pull mode)."""
+    return metrics.NACKS.labels("pull", "kafka_error")._value.get()
+
+
+def envelope(message: Message, pubsub_id: str) -> bytes:
+    """A Pub/Sub push envelope carrying ``message`` (ordering key = room)."""
+    body = {
+        "message": {
+            "data": base64.b64encode(encode(message)).decode(),
+            "attributes": {},
+            "messageId": pubsub_id,
+            "publishTime": "2026-11-22T10:00:00.123456789Z",
+            "orderingKey": message.room_id,
+        },
+        "subscription": "projects/inturn-test/subscriptions/push",
+    }
+    return orjson.dumps(body)
+
+
+async def test_while_kafka_is_down_pulled_messages_are_nacked_and_pushes_get_503_and_afterwards_all_arrive_in_order(
+    broker: LocalKafka, own_topics: KafkaSettings, ordered: Ordered, test_id: str
+) -> None:
+    messages = workload(rooms=10, per_room=10, run_id=test_id)
+    before_outage, during_outage = messages[:50], messages[50:]  # seq 1-5 and 6-10 of every room
+    pushed_before, pushed_during = workload(rooms=1, per_room=2, run_id=f"push-{test_id}")
+    puller = BridgeService(bridge_settings(own_topics, ordered, bridge_kafka_delivery_timeout_ms=1500))
+    pusher = BridgeService(
+        bridge_settings(own_topics, ordered, bridge_mode="push", bridge_kafka_delivery_timeout_ms=1500)
+    )
+    await puller.start()
+    await pusher.start()
+    reader = TopicReader(own_topics, own_topics.topic_messages)
+    try:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{pusher.port}") as http:
+            for future in [ordered.publish(m) for m in before_outage]:
+                future.result(30)
+            up = await http.post("/push", data=envelope(pushed_before, "push-1"))
+            up_body = await up.json()
+            reader.until(lambda r: len(r) >= len(before_outage) + 1, 30, "the messages before the outage")
+            errors_before = kafka_errors()
+            broker.stop()
+            for future in [ordered.publish(m) for m in during_outage]:
+                future.result(30)
+            down = await http.post("/push", data=envelope(pushed_during, "push-2"))
+            down_body = await down.json()
+            reader.until(lambda _: kafka_errors() >= errors_before + 10, 60, "ten pulled writes failing")
+            broker.start()
+            retried = await http.post("/push", data=envelope(pushed_during, "push-2"))  # Pub/Sub's retry
+            retried_body = await retried.json()
+        ids = {m.message_id for m in [*messages, pushed_before, pushed_during]}
+        reader.until(lambda r: {decode(Message, x.value).message_id for x in r} >= ids, 90, "every message")
+    finally:
+        await puller.stop()
+        await pusher.stop()
+        reader.close()
+    assert (up.status, up_body["status"]) == (200, "written")
+    # 2xx only after the write: the answer names the partition and offset where Kafka has it.
+    written = next(r for r in reader.records if r.headers["pubsub_message_id"] == b"push-1")
+    assert (written.partition, written.offset) == (up_body["partition"], up_body["offset"])
+    assert (down.status, down_body) == (503, {"status": "not_written", "reason": "kafka_error"})
+    assert (retried.status, retried_body["status"]) == (200, "written")
+    pulled = [r for r in reader.records if not r.headers["pubsub_message_id"].startswith(b"push-")]
+    assert per_room_seqs(pulled) == {room: list(range(1, 11)) for room in {m.room_id for m in messages}}
+    for record in reader.records:
+        assert record.partition == partition_for(decode(Message, record.value).room_id, own_topics.topic_partitions)
