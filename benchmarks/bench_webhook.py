@@ -176,6 +176,8 @@ def run(quick: bool) -> dict[str, Any]:
             "webhook_workers": 1,
             "acks_verified_on_topic": published,
             "note": "broker, webhook and load generator share this machine's CPUs",
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+            "cpus": len(os.sched_getaffinity(0)),
         },
         "baseline_healthz": baseline,
         "batched": batched,

@@ -28,7 +28,7 @@ IGNORED_CHANGES = Counter(
     ["platform", "kind"],
 )
 
-#: Records written to the dead-letter topic, by reason.
+#: Records written to the dead-letter topic, by reason: unreadable_body, invalid_status, unknown_room.
 DEAD_LETTERS = Counter(
     "inturn_webhook_dead_letters_total",
     "Records the webhook put on the dead-letter topic, by reason.",
