@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
@@ -62,12 +63,22 @@ _ACK_REQUIRED = ("room_id", "platform_message_id", "status", "platform_ts_ms", "
 
 @dataclass(frozen=True)
 class Extracted:
-    """The two input frames, and how many raw records could not be read as either."""
+    """The two input frames, and the raw records that could not be read as either.
+
+    Records parsed from Kafka or JSON are persisted (the transforms read them several times, and a
+    second Kafka read could see different data); ``release`` frees them once the report is written.
+    """
 
     events: DataFrame
     acks: DataFrame
     bad_events: DataFrame
     bad_acks: DataFrame
+    parsed: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist the parsed records."""
+        for frame in self.parsed:
+            frame.unpersist()
 
 
 def _valid(required: tuple[str, ...]) -> Column:
@@ -109,11 +120,13 @@ def from_kafka(
         for key, value in (client_options or {}).items():
             reader = reader.option(f"kafka.{key}", value)
         raw = reader.load().select(F.from_json(F.col("value").cast("string"), schema).alias("r"))
+        parsed.append(raw.persist(StorageLevel.MEMORY_AND_DISK))
         return _split(raw, schema, required)
 
+    parsed: list[DataFrame] = []
     events, bad_events = read(events_topic, EVENT_SCHEMA, _EVENT_REQUIRED)
     acks, bad_acks = read(acks_topic, ACK_SCHEMA, _ACK_REQUIRED)
-    return Extracted(events, acks, bad_events, bad_acks)
+    return Extracted(events, acks, bad_events, bad_acks, tuple(parsed))
 
 
 def from_files(spark: SparkSession, input_dir: Path, from_ms: int, to_ms: int) -> Extracted:
@@ -128,10 +141,12 @@ def from_files(spark: SparkSession, input_dir: Path, from_ms: int, to_ms: int) -
             parsed = frame.select(F.struct(*[F.col(f.name) for f in schema.fields]).alias("r"))
         else:
             text = spark.read.text(str(folder)).where(F.length(F.trim("value")) > 0)
-            parsed = text.select(F.from_json("value", schema).alias("r"))
+            parsed = text.select(F.from_json("value", schema).alias("r")).persist(StorageLevel.MEMORY_AND_DISK)
+            frames.append(parsed)  # parsing JSON once is worth the memory; Parquet is cheap to read again
         good, bad = _split(parsed, schema, required)
         return good.where((F.col(ts) >= from_ms) & (F.col(ts) < to_ms)), bad
 
+    frames: list[DataFrame] = []
     events, bad_events = read("events", EVENT_SCHEMA, _EVENT_REQUIRED, "ts_ms")
     acks, bad_acks = read("acks", ACK_SCHEMA, _ACK_REQUIRED, "received_at_ms")
-    return Extracted(events, acks, bad_events, bad_acks)
+    return Extracted(events, acks, bad_events, bad_acks, tuple(frames))

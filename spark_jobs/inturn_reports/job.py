@@ -62,17 +62,21 @@ def parse_time(text: str) -> int:
 
 
 def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> dict[str, DataFrame]:
-    """Every report table from the raw frames (facts and rooms are persisted: several tables read them)."""
+    """Every report table from the raw frames, persisted: each is written, then collected for the HTML.
+
+    The message facts are persisted too (every table reads them); ``_facts`` holds them for unpersisting.
+    """
     facts = message_facts(events, acks, params).persist(StorageLevel.MEMORY_AND_DISK)
     per_room = rooms(facts, params).persist(StorageLevel.MEMORY_AND_DISK)
-    return {
+    tables = {
         "summary": summary(facts, params),
         "rooms": per_room,
         "worst_rooms": worst_rooms(per_room, params),
         "timeline": timeline(facts, params),
         "latency_histogram": latency_histogram(facts, params),
-        "_facts": facts,
     }
+    persisted = {name: frame.persist(StorageLevel.MEMORY_AND_DISK) for name, frame in tables.items()}
+    return {**persisted, "_facts": facts}
 
 
 def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
@@ -109,7 +113,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     tables = build_tables(source.events, source.acks, params)
     facts = tables.pop("_facts")
     out = settings.report_out_dir
-    write_tables(tables, out)
+    write_tables(tables, out, large=frozenset({"rooms"}))
     summary_rows = _rows(tables["summary"], "date", "platform", "mode")
     columns = tables["summary"].columns
     csv_path = write_csv(summary_rows, columns, out / "summary.csv")
@@ -140,8 +144,9 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
             )
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
-    facts.unpersist()
-    tables["rooms"].unpersist()
+    for frame in [facts, *tables.values()]:
+        frame.unpersist()
+    source.release()
     return ReportRun(
         out_dir=out,
         html=html_path,

@@ -17,16 +17,20 @@ class ReportLoadError(InturnError):
     """A report table could not be written (Parquet, CSV, HTML or JDBC)."""
 
 
-def write_tables(tables: Mapping[str, DataFrame], out_dir: Path) -> dict[str, Path]:
+def write_tables(
+    tables: Mapping[str, DataFrame], out_dir: Path, large: frozenset[str] = frozenset()
+) -> dict[str, Path]:
     """Each table as Parquet under ``out_dir/<name>/date=YYYY-MM-DD/``, replacing the dates it holds.
 
-    Dynamic partition overwrite keeps the days of earlier runs that this run does not cover.
+    Dynamic partition overwrite keeps the days of earlier runs that this run does not cover. Tables
+    not named in ``large`` have a few rows per day and are written as one file per day.
     """
     written = {}
     for name, frame in tables.items():
         path = out_dir / name
         (
-            frame.write.mode("overwrite")
+            (frame if name in large else frame.coalesce(1))
+            .write.mode("overwrite")
             .option("partitionOverwriteMode", "dynamic")
             .partitionBy("date")
             .parquet(str(path))
