@@ -20,6 +20,11 @@ from inturn.settings.bridge import BridgeSettings
 PROJECT = "inturn-test"
 
 
+def _headers(raw: Any) -> dict[str, bytes]:
+    """A record's headers as a dict (librdkafka gives a list of (name, value) pairs, or None)."""
+    return {str(name): value.encode() if isinstance(value, str) else bytes(value or b"") for name, value in raw or []}
+
+
 @dataclass
 class Record:
     """One record read back from Kafka."""
@@ -52,7 +57,7 @@ class TopicReader:
                     msg.partition() or 0,
                     msg.offset() or 0,
                     msg.value() or b"",
-                    {k: v or b"" for k, v in (msg.headers() or [])},
+                    _headers(msg.headers()),
                 )
             )
         self.records.extend(new)

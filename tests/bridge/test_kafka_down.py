@@ -49,7 +49,8 @@ def own_topics(broker: LocalKafka, test_id: str) -> KafkaSettings:
 
 def kafka_errors() -> float:
     """Nacks because Kafka did not confirm, so far (pull mode)."""
-    return metrics.NACKS.labels("pull", "kafka_error")._value.get()
+    value: float = metrics.NACKS.labels("pull", "kafka_error")._value.get()
+    return value
 
 
 def envelope(message: Message, pubsub_id: str) -> bytes:

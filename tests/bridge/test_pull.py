@@ -78,7 +78,8 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_room_goes_on(
         assert letters[pubsub_id].reason.startswith(f"{kind}: ")
     assert letters[next(i for i, k in poison.items() if k == "undecodable")].raw() == b"not json at all"
     too_large = letters[next(i for i, k in poison.items() if k == "too_large")]
-    assert too_large.raw() == b"x" * 2000 and "keeps the first 2000 bytes" in too_large.reason
+    assert too_large.raw() == b"x" * 2000
+    assert "keeps the first 2000 bytes" in too_large.reason
     assert [decode(Message, r.value).message_id for r in out.records] == [first.message_id, last.message_id]
 
 
