@@ -205,6 +205,13 @@ async def test_a_replayed_status_is_answered_200_and_not_published_twice(webhook
     assert record_count(webhook.settings, webhook.settings.topic_acks) == 2
 
 
+async def test_a_status_repeated_within_one_callback_is_published_once(webhook: Webhook) -> None:
+    twice = meta_status("wamid.2", "read", room="r2", message="m2")
+    response = await webhook.post_meta(meta_payload(twice, twice))
+    assert (response.status_code, response.json()["published"], response.json()["replayed"]) == (200, 1, 1)
+    assert record_count(webhook.settings, webhook.settings.topic_acks) == 1
+
+
 async def test_one_unreadable_status_is_dead_lettered_alone_and_the_others_are_published(webhook: Webhook) -> None:
     payload = meta_payload(
         meta_status("wamid.ok", "sent", room="r1", message="m1"),

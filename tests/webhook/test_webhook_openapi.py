@@ -83,7 +83,7 @@ def check_operation(operation: Any) -> None:
 
     @given(case=cases)
     @settings(
-        max_examples=30,
+        max_examples=15,
         deadline=None,
         database=None,
         phases=[Phase.explicit, Phase.generate],  # a failure is reported as found: shrinking costs minutes here

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 from hypothesis import given
@@ -12,6 +14,7 @@ from inturn.errors import ConfigError, SchemaError
 from inturn.schemas import Ack, AckStatus, encode_callback_data
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
+from inturn_webhook.intake import ReplayWindow
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError, sign, verify
 from inturn_webhook.statuses import Status, ack_bytes, parse_generic, parse_meta, timestamp_ms
@@ -144,3 +147,18 @@ def test_bad_webhook_settings_fail_fast_naming_the_variable() -> None:
         load(WebhookSettings, **production, webhook_app_secrets=[])
     with pytest.raises(ConfigError, match="placeholder"):
         load(WebhookSettings, **production, webhook_app_secrets=["changeme"])
+
+
+async def test_the_replay_window_remembers_only_what_kafka_confirmed_and_forgets_the_oldest() -> None:
+    loop = asyncio.get_running_loop()
+    window = ReplayWindow(2)
+    confirmed, failed = loop.create_future(), loop.create_future()
+    confirmed.set_result(None)
+    failed.set_exception(RuntimeError("broker down"))
+    window.settle(("p", "a", "sent"), confirmed)
+    window.settle(("p", "b", "sent"), failed)  # answered 503: the platform's retry must publish it
+    assert ("p", "a", "sent") in window
+    assert ("p", "b", "sent") not in window
+    window.remember(("p", "c", "sent"))
+    window.remember(("p", "d", "sent"))
+    assert ("p", "a", "sent") not in window  # the window is bounded: the oldest went first

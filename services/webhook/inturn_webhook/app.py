@@ -124,6 +124,8 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
         parse: Callable[[bytes], Callback],
         platform: str,
     ) -> Response:
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(endpoint=endpoint, platform=platform)
         signature = request.headers.get(header)
         if signature is None or not signature.startswith("sha256="):  # refused before reading the body
             return _refuse_signature(endpoint, "missing or malformed signature header")
@@ -134,7 +136,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             return _refuse_signature(endpoint, str(exc))
         except BodyTooLargeError as exc:
             metrics.REQUESTS.labels(endpoint, "too_large").inc()
-            log.warning("body_too_large", endpoint=endpoint, reason=str(exc))
+            log.warning("body_too_large", reason=str(exc))
             return _json(413, {"detail": str(exc)})
         intake = runtime.intake
         if intake is None:  # not started (or stopping): nothing can be confirmed
@@ -149,7 +151,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             outcome = await intake.deliver(platform, callback)
         except KafkaNotConfirmedError as exc:
             metrics.REQUESTS.labels(endpoint, "kafka_timeout").inc()
-            log.warning("kafka_not_confirmed", endpoint=endpoint, reason=str(exc))
+            log.warning("kafka_not_confirmed", reason=str(exc))
             return _json(503, {"detail": str(exc)}, {"Retry-After": "1"})
         metrics.REQUESTS.labels(endpoint, "ok").inc()
         return _json(200, outcome.as_dict())
@@ -214,7 +216,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
 
 def _refuse_signature(endpoint: str, reason: str) -> Response:
     metrics.REQUESTS.labels(endpoint, "bad_signature").inc()
-    log.warning("signature_refused", endpoint=endpoint, reason=reason)
+    log.warning("signature_refused", reason=reason)
     return _json(401, {"detail": reason})
 
 
