@@ -43,6 +43,20 @@ def test_as_many_workers_as_partitions_renders_and_the_workers_learn_the_partiti
     assert env["INTURN_TOPIC_PARTITIONS"] == "4"
 
 
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"config": {"topic_partitions": 48}}, "config.topic_partitions is set by the chart from topics.partitions"),
+        ({"worker": {"config": {"worker_http_port": 9000}}}, "worker.config.worker_http_port is set by the chart"),
+    ],
+)
+def test_a_setting_the_chart_derives_cannot_be_set_beside_it(helm: Helm, values: dict[str, Any], message: str) -> None:
+    # Otherwise the workers could read another partition count than the one the replica check used.
+    result = helm.template_text(values)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
 def test_hpa_and_keda_on_the_worker_together_are_refused(helm: Helm) -> None:
     result = helm.template_text({"worker": {"hpa": {"enabled": True}, "keda": {"enabled": True, "maxReplicas": 6}}})
     assert result.returncode != 0
