@@ -80,6 +80,12 @@ spec:
             {{- toYaml . | nindent 12 }}
             {{- end }}
           {{- end }}
+          {{- if gt (int (default 0 $c.preStopSleepSeconds)) 0 }}
+          lifecycle:
+            preStop:
+              exec:
+                command: [sleep, {{ int $c.preStopSleepSeconds | quote }}]
+          {{- end }}
           livenessProbe:
             {{- toYaml $c.livenessProbe | nindent 12 }}
           readinessProbe:
