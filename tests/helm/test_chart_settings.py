@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic_settings import BaseSettings
 
 from inturn.settings import ENV_PREFIX, KafkaSettings, load
@@ -106,3 +108,22 @@ def test_every_inturn_command_the_chart_runs_is_one_the_cli_parses(helm: Helm, f
         except SystemExit as exc:  # argparse exits on an unknown subcommand or flag
             raise AssertionError(f"`inturn {' '.join(args)}` is not a command the CLI knows") from exc
         assert callable(parsed.handler)
+
+
+def secret_fields(cls: type[BaseSettings]) -> set[str]:
+    """The settings fields of ``cls`` that hold a SecretStr (alone, optional or in a list)."""
+    return {name for name, field in cls.model_fields.items() if "SecretStr" in str(field.annotation)}
+
+
+def test_every_secret_setting_of_a_deployed_service_is_wired_from_a_secret() -> None:
+    # A new SecretStr field in a service's settings must get a secrets.items entry (and so a secretKeyRef),
+    # or operators would be left to put it in a ConfigMap.
+    items = yaml.safe_load((CHART / "values.yaml").read_text())["secrets"]["items"]
+    wired = {item["field"]: set(item["components"]) for item in items.values()}
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    refused = set(schema["properties"]["config"]["propertyNames"]["not"]["enum"])
+    for component, cls in SETTINGS.items():
+        for field in secret_fields(cls):
+            assert field in wired, f"{cls.__name__}.{field} is a secret with no secrets.items entry"
+            assert component in wired[field], f"{field} does not reach the {component}"
+            assert field in refused, f"the values schema does not refuse {field} in a config map"
