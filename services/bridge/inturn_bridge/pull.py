@@ -32,6 +32,9 @@ class PullBridge:
         self._settings = settings
         self._relay = relay
         self._draining = threading.Event()
+        # Messages handed to the relay whose ack/nack has not been issued yet (what stop() waits for).
+        self._outstanding = 0
+        self._settled = threading.Condition()
         self._subscriber: Any = None  # pubsub_v1.SubscriberClient, typed Any: the library ships no types
         self._stream: Any = None  # its StreamingPullFuture
 
@@ -72,7 +75,18 @@ class PullBridge:
             ordering_key=message.ordering_key,
             publish_time_ms=int(message.publish_time.timestamp() * 1000),
         )
-        self._relay.submit(record).add_done_callback(partial(_settle, message))
+        with self._settled:
+            self._outstanding += 1
+        self._relay.submit(record).add_done_callback(partial(self._settle, message))
+
+    def _settle(self, message: Any, settled: Future[Settled]) -> None:
+        if settled.exception() is None:
+            message.ack()
+        else:
+            message.nack()
+        with self._settled:
+            self._outstanding -= 1
+            self._settled.notify_all()
 
     @property
     def running(self) -> bool:
@@ -102,9 +116,10 @@ class PullBridge:
         messages would be delivered again (duplicates, not losses).
         """
         self._draining.set()
-        settled = self._relay.wait_idle(timeout)
+        with self._settled:
+            settled = self._settled.wait_for(lambda: self._outstanding == 0, timeout)
         if not settled:
-            log.warning("bridge.drain_timeout", pending=self._relay.pending, timeout_s=timeout)
+            log.warning("bridge.drain_timeout", outstanding=self._outstanding, timeout_s=timeout)
         if self._stream is not None:
             self._stream.cancel()  # messages held by the client are nacked by the client itself
             try:
@@ -115,10 +130,3 @@ class PullBridge:
             self._subscriber.close()
         log.info("bridge.stopped", settled=settled)
         return settled
-
-
-def _settle(message: Any, settled: Future[Settled]) -> None:
-    if settled.exception() is None:
-        message.ack()
-    else:
-        message.nack()
