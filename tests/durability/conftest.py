@@ -18,12 +18,23 @@ def pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, te
     """Simulator and webhook running; workers are added by each test."""
     schema_dsn = postgres_dsn  # workers share one database: cursors and epochs are per topic
     line = Pipeline(
-        inturn_topics, schema_dsn, tmp_path, group=f"g{test_id}",
-        sim={"INTURN_SIM_LATENCY_MEDIAN_MS": "40", "INTURN_SIM_LATENCY_P99_MS": "150",
-             "INTURN_SIM_LATENCY_MAX_MS": "400", "INTURN_SIM_DROP_RATE": "0.1"},
-        worker={"INTURN_WORKER_ACK_TIMEOUT_MS": "1500", "INTURN_WORKER_SESSION_TIMEOUT_MS": "6000",
-                "INTURN_WORKER_REVOKE_GRACE_MS": "2000", "INTURN_WORKER_CURSOR_FLUSH_MS": "100",
-                "INTURN_WORKER_COMMIT_INTERVAL_MS": "200"},
+        inturn_topics,
+        schema_dsn,
+        tmp_path,
+        group=f"g{test_id}",
+        sim={
+            "INTURN_SIM_LATENCY_MEDIAN_MS": "40",
+            "INTURN_SIM_LATENCY_P99_MS": "150",
+            "INTURN_SIM_LATENCY_MAX_MS": "400",
+            "INTURN_SIM_DROP_RATE": "0.1",
+        },
+        worker={
+            "INTURN_WORKER_ACK_TIMEOUT_MS": "1500",
+            "INTURN_WORKER_SESSION_TIMEOUT_MS": "6000",
+            "INTURN_WORKER_REVOKE_GRACE_MS": "3500",
+            "INTURN_WORKER_CURSOR_FLUSH_MS": "100",
+            "INTURN_WORKER_COMMIT_INTERVAL_MS": "200",
+        },
     )
     line.start_sim()
     line.start_webhook()

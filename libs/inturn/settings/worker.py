@@ -79,7 +79,10 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_poll_batch: int = Field(500, ge=1, description="Records taken per consume call.")
     worker_session_timeout_ms: int = Field(15_000, ge=1000, description="Consumer group session timeout.")
     worker_revoke_grace_ms: int = Field(
-        10_000, ge=0, description="On revoke/shutdown, wait this long for in-flight messages (at most the ack timeout)."
+        15_000,
+        ge=0,
+        description="On revoke/shutdown, how long in-flight messages get to reach an outcome; more than the ack "
+        "timeout plus a send, so that each one does (acked or timed out) and none is sent again.",
     )
     worker_cursor_flush_ms: int = Field(200, ge=10, description="How often room cursors are written (batched).")
     worker_ack_lookback_ms: int = Field(

@@ -51,6 +51,8 @@ class AckReader:
         topic = self._settings.topic_acks
         while self._changes:
             action, partitions, since_ms = self._changes.popleft()
+            if not partitions:
+                continue  # cooperative rebalances hand out empty increments
             if action == "assign":
                 wanted = [TopicPartition(topic, p, since_ms) for p in partitions]
                 found = self._consumer.offsets_for_times(wanted, timeout=10)

@@ -65,7 +65,7 @@ class Worker:
         async with pool.acquire() as conn:
             await migrate(conn)
         store = Store(pool, settings.topic_messages)
-        events = EventLog(make_producer(settings, **EventLog.delivery_config()), settings)
+        events = EventLog(make_producer(settings), settings)
         send_timeout = settings.worker_send_timeout_ms / 1000
         adapters: dict[str, PlatformAdapter] = {
             name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()

@@ -77,9 +77,9 @@ class Checkpoint:
                 await self._claim_missing(parts)
                 epochs = {p.partition: p.epoch for p in parts if p.epoch is not None}
                 mine = [u for u in updates if u.partition in epochs]
-                # Updates of other partitions still owned wait for their own round; those of partitions
-                # already gone are not ours to write any more.
-                live = {p.partition for p in self._parts.values() if not p.gone}
+                # Updates of other partitions still ours (draining ones included: their revoke writes them)
+                # wait for their own round; those of fenced or released partitions are not ours to write.
+                live = {p.partition for p in self._parts.values() if not p.fenced}
                 self._rooms.restore_cursor_updates(
                     [u for u in updates if u.partition not in epochs and u.partition in live]
                 )

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
@@ -63,6 +63,7 @@ class Intake:
         }
         if settings.worker_instance_id:
             extra["group.instance.id"] = settings.worker_instance_id
+        extra["on_commit"] = self._on_commit
         self._consumer: Consumer = make_consumer(settings, settings.worker_group_id, **extra)
         self._lease_s = min(settings.worker_session_timeout_ms / 2000, 5.0)
 
@@ -123,6 +124,7 @@ class Intake:
         """Cursors of rooms first seen since the assignment (one query per batch); retried until it works."""
         rooms = sorted(set().union(*new_rooms.values()))
         found = await retrying(lambda: self._store.cursors(rooms), "cursor_load")
+        log.debug("cursors_loaded", rooms=len(rooms), found=len(found), sample={r: found.get(r) for r in rooms[:3]})
         for partition, room_ids in new_rooms.items():
             part = self._parts.get(partition)
             if part is None:
@@ -184,6 +186,16 @@ class Intake:
         """Called by the checkpoint: commit these offsets at the next turn of the consumer thread."""
         self._pending_commit = offsets
 
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """Commit results (served on the consumer thread): a failed one is tried again by the next checkpoint."""
+        failed = [tp.partition for tp in partitions if err is not None or tp.error is not None]
+        for partition in failed:
+            part = self._parts.get(partition)
+            if part is not None:
+                part.offsets.committed = None
+        if failed:
+            log.info("commit_retry", partitions=failed, error=str(err or partitions[0].error))
+
     def _commit(self, offsets: dict[int, int], asynchronous: bool) -> None:
         tps = []
         for partition, offset in offsets.items():
@@ -211,6 +223,8 @@ class Intake:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = [tp.partition for tp in partitions]
+        if not numbers:
+            return  # cooperative rebalances hand out empty increments
         log.info("partitions_assigned", partitions=numbers)
         self._in_loop(self._assigned(numbers), timeout=60)
 
@@ -228,6 +242,10 @@ class Intake:
         if not numbers:
             return
         log.info("partitions_revoked", partitions=numbers)
+        for partition in numbers:
+            # Set here, on the consumer thread, so no room starts a send for these partitions from now on,
+            # even before the event loop gets to the drain below (a plain attribute write is atomic).
+            self._parts[partition].revoked = True
         grace = self._settings.worker_revoke_grace_ms / 1000
         allowed = self._in_loop(self._revoked(numbers, grace), timeout=grace + 30)
         if allowed:

@@ -159,6 +159,13 @@ class Rooms:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+            log.info(
+                "partitions_drained",
+                rooms=len(rooms),
+                finished=len(tasks) - len(pending),
+                cut_off=len(pending),
+                grace_s=grace_s,
+            )
         for room in rooms:
             room.queue = deque(e for e in room.queue if id(e.part) not in gone)
             self._router.forget_room(room.room_id)
@@ -204,6 +211,7 @@ class Rooms:
         message = entry.message
         part = entry.part
         cursor = part.cursors.get(room.room_id)
+        log.debug("deliver", offset=entry.offset, cursor=cursor)
         if cursor is not None and entry.offset <= cursor:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
@@ -503,6 +511,8 @@ class Rooms:
         if part.fenced:
             return  # another worker owns the partition now: nothing of ours may mark it done
         part.offsets.terminal(entry.offset)
+        if type_ is EventType.SKIPPED_DUPLICATE:
+            return  # the cursor is already past it; moving it back would re-send what follows
         part.cursors[room.room_id] = entry.offset
         self._cursor_updates[room.room_id] = CursorUpdate(
             room.room_id, part.partition, entry.offset, message.message_id, type_.value

@@ -1,0 +1,189 @@
+"""The worker's cost: CPU per delivered message against a bare aiohttp POST of the same body to the same
+simulator, measured in the same run; and the resident memory of one worker holding 25k rooms at once.
+
+Everything is a separate process (simulator, webhook, worker, bare client) so each one's CPU time is
+its own, read from /proc (the worker) or getrusage (the bare client).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from inturn import topics
+from inturn.devstack import LocalKafka, LocalPostgres
+from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn.kafka import make_admin, make_consumer
+from inturn.settings import KafkaSettings
+
+
+def _committed(settings: KafkaSettings, group: str) -> int:
+    consumer = make_consumer(settings, group)
+    try:
+        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
+    finally:
+        consumer.close()
+
+
+def _gauge(url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:  # noqa: S310 - loopback
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return 0.0
+
+
+def _scenario(
+    kafka: LocalKafka,
+    pg: LocalPostgres,
+    name: str,
+    rooms: int,
+    per_room: int,
+    sim_env: dict[str, str],
+    worker_env: dict[str, str],
+    payload_bytes: int,
+    within: float,
+) -> dict[str, Any]:
+    settings = KafkaSettings(
+        kafka_bootstrap=kafka.bootstrap,
+        topic_messages=f"{name}.messages",
+        topic_acks=f"{name}.acks",
+        topic_events=f"{name}.events",
+        topic_dlq=f"{name}.dlq",
+        topic_partitions=4,
+    )
+    topics.create(make_admin(settings), settings)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
+    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
+    line.start_sim()
+    line.start_webhook()
+    worker = line.add_worker("w1")
+    worker_url = worker.health_url.rsplit("/", 1)[0] if worker.health_url else ""
+    try:
+        while _gauge(worker_url, "inturn_worker_assigned_partitions") < 4:
+            time.sleep(0.2)
+        cpu0 = worker.cpu_seconds()
+        t0 = time.monotonic()
+        total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
+        peak_rooms = 0.0
+        deadline = time.monotonic() + within
+        while _committed(settings, line.group) < total:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name}: not done after {within}s")
+            peak_rooms = max(peak_rooms, _gauge(worker_url, "inturn_worker_active_rooms"))
+            time.sleep(0.5)
+        wall = time.monotonic() - t0
+        cpu = worker.cpu_seconds() - cpu0
+        rss, peak_rss = worker.rss_mb()
+        report = line.report()
+        return {
+            "messages": total,
+            "rooms": rooms,
+            "wall_s": round(wall, 2),
+            "msgs_per_s": round(total / wall, 1),
+            "worker_cpu_s": round(cpu, 3),
+            "worker_cpu_us_per_message": round(cpu / total * 1e6, 1),
+            "worker_rss_mb": round(rss, 1),
+            "worker_peak_rss_mb": round(peak_rss, 1),
+            "peak_active_rooms": peak_rooms,
+            "lost": report.lost,
+            "reordered": report.reordered,
+            "duplicated": report.duplicated,
+        }
+    finally:
+        line.stop()
+
+
+def _bare(
+    kafka: LocalKafka, requests: int, concurrency: int, recipients: int, payload_bytes: int, sim_env: dict[str, str]
+) -> dict[str, Any]:
+    settings = KafkaSettings(
+        kafka_bootstrap=kafka.bootstrap,
+        topic_messages="bare.messages",
+        topic_acks="bare.acks",
+        topic_events="bare.events",
+        topic_dlq="bare.dlq",
+        topic_partitions=4,
+    )
+    topics.create(make_admin(settings), settings)
+    workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
+    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
+    line.start_sim()
+    line.start_webhook()
+    try:
+        url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.bare_post",
+                url,
+                ACCESS_TOKEN,
+                str(requests),
+                str(concurrency),
+                str(recipients),
+                str(payload_bytes),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        result: dict[str, Any] = json.loads(out)
+        return result
+    finally:
+        line.stop()
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """CPU per message (worker vs bare POST, same run) and RSS with 25k rooms in flight."""
+    rooms, per_room = (500, 10) if quick else (2000, 10)
+    sim_env = {
+        "INTURN_SIM_LATENCY_MEDIAN_MS": "20",
+        "INTURN_SIM_LATENCY_P99_MS": "60",
+        "INTURN_SIM_LATENCY_MAX_MS": "200",
+        "INTURN_SIM_DROP_RATE": "0",
+    }
+    worker_env = {"INTURN_WORKER_ACK_TIMEOUT_MS": "5000", "INTURN_LOG_LEVEL": "WARNING"}
+    with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
+        bare = _bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env)
+        cpu = _scenario(kafka, pg, "cpu", rooms, per_room, sim_env, worker_env, 1024, within=600)
+        big_rooms = 5000 if quick else 25_000
+        memory = _scenario(
+            kafka,
+            pg,
+            "rss",
+            big_rooms,
+            2,
+            {
+                **sim_env,
+                "INTURN_SIM_LATENCY_MEDIAN_MS": "3000",
+                "INTURN_SIM_LATENCY_P99_MS": "4000",
+                "INTURN_SIM_LATENCY_MAX_MS": "4500",
+            },
+            {
+                **worker_env,
+                "INTURN_WORKER_ACK_TIMEOUT_MS": "20000",
+                "INTURN_WORKER_HIGH_WATERMARK": "100000",
+                "INTURN_WORKER_LOW_WATERMARK": "50000",
+                "INTURN_WORKER_POOL_SIZE": "500",
+            },
+            payload_bytes=1024,
+            within=900,
+        )
+    return {
+        "bare_post": bare,
+        "worker": cpu,
+        "cpu_ratio_worker_vs_bare_post": round(cpu["worker_cpu_us_per_message"] / bare["cpu_us_per_request"], 3),
+        "target_ratio": 1.3,
+        "rooms_in_flight": memory,
+        "target_rss_mb": 300,
+    }
