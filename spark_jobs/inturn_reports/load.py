@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from inturn.errors import InturnError
@@ -79,6 +81,9 @@ def write_jdbc(tables: Mapping[str, DataFrame], url: str, user: str | None, pass
             writer = writer.option("user", user)
         if password is not None:
             writer = writer.option("password", password)
-        writer.save()
+        try:
+            writer.save()
+        except (Py4JJavaError, PySparkException) as exc:
+            raise ReportLoadError(f"JDBC load of report_{name} into {url.split('?')[0]} failed: {exc}") from exc
         written.append(f"report_{name}")
     return written

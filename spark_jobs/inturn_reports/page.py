@@ -72,7 +72,7 @@ def _table(rows: Sequence[Record], columns: Sequence[tuple[str, str]], css_id: s
 
 
 def _latency_chart(histogram: Sequence[Record]) -> str:
-    labels = [f"≤{e / 1000:g}s" if e >= 1000 else f"≤{e}ms" for e in LATENCY_EDGES_MS] + [
+    labels = [f"{e / 1000:g}s" if e >= 1000 else f"{e}ms" for e in LATENCY_EDGES_MS] + [
         f">{LATENCY_EDGES_MS[-1] / 1000:g}s"
     ]
     edges: list[int | None] = [*LATENCY_EDGES_MS, None]
@@ -86,7 +86,7 @@ def _latency_chart(histogram: Sequence[Record]) -> str:
         series[mode] = [100 * counts[mode][e] / total for e in edges]
     return bar_chart(
         "latency",
-        "End-to-end latency (created → first ack): share of messages per bucket, by mode",
+        "End-to-end latency (created → first ack): share of messages per bucket (upper edge), by mode",
         labels,
         series,
         fmt=lambda v: f"{v:.0f}%",
