@@ -167,7 +167,13 @@ def run_args(args: argparse.Namespace) -> int:
     """Run the report for parsed flags; prints where it went. Exit code 0."""
     settings = settings_from(args)
     from_ms, to_ms = parse_time(args.from_), parse_time(args.to)
-    spark = spark_session(settings.report_master, settings.report_shuffle_partitions, settings.report_driver_memory)
+    spark = spark_session(
+        settings.report_master,
+        settings.report_shuffle_partitions,
+        settings.report_driver_memory,
+        # The Kafka source and JDBC driver are fetched from Maven Central only when this run needs them.
+        with_jars=settings.report_source == "kafka" or settings.report_jdbc_url is not None,
+    )
     result = run(spark, settings, from_ms, to_ms)
     print(f"report: {result.messages:,} messages in {result.seconds:.1f}s -> {result.out_dir}")
     print(f"html: {result.html}\nsummary: {result.summary_csv}")
