@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -73,15 +73,15 @@ def _run(args: argparse.Namespace) -> int:
     return _produce(plan, run_id, args.platform, args.rate, sink, target)
 
 
-class _Sink:
-    def send(self, message: Message) -> Future[Any]:
-        raise NotImplementedError
+class _Sink(Protocol):
+    """Where produced messages go: Kafka (the SDK) or Pub/Sub."""
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def send(self, message: Message) -> Future[Any]: ...
+
+    def close(self) -> None: ...
 
 
-class _KafkaSink(_Sink):
+class _KafkaSink:
     def __init__(self, producer: MessageProducer) -> None:
         self._producer = producer
 
@@ -92,7 +92,7 @@ class _KafkaSink(_Sink):
         self._producer.close()
 
 
-class _PubsubSink(_Sink):
+class _PubsubSink:
     def __init__(self, topic: str) -> None:
         from google.cloud import pubsub_v1  # imported only when publishing to Pub/Sub
 

@@ -146,11 +146,11 @@ async def serve(settings: BridgeSettings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.request_stop)
-    await service.start()
     try:
+        await service.start()
         await service.wait()
     finally:
-        await service.stop()
+        await service.stop()  # also after a failed start: closes whatever was opened
     return 1 if service.failed is not None else 0
 
 
