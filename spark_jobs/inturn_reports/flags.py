@@ -14,7 +14,9 @@ from inturn_reports.settings import ReportSettings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The report's flags (shared by ``inturn report`` and ``python -m inturn_reports``)."""
-    parser.add_argument("--from", dest="from_", required=True, help="start of the range: epoch ms, date or ISO time")
+    parser.add_argument(
+        "--from", dest="from_", metavar="FROM", required=True, help="start of the range: epoch ms, date or ISO time"
+    )
     parser.add_argument("--to", required=True, help="end of the range (exclusive)")
     parser.add_argument("--source", choices=["kafka", "files"], help="where to read (INTURN_REPORT_SOURCE)")
     parser.add_argument("--input", type=Path, help="folder with events/ and acks/ (INTURN_REPORT_INPUT_DIR)")

@@ -128,6 +128,14 @@ def _timeline_chart(timeline: Sequence[Record]) -> str:
                      stacked=True)  # fmt: skip
 
 
+def _in_turn_check(summary: Sequence[Record]) -> str:
+    ack_rows = [r for r in summary if r["mode"] == "ack"]
+    violations = sum(int(r["dispatch_violations"]) for r in ack_rows)
+    pairs = sum(int(r["dispatch_pairs"]) for r in ack_rows)
+    verdict = "as it must be" if violations == 0 else "<strong>the in-turn invariant was broken</strong>"
+    return f"Dispatch-order violations in ack mode: {violations:,} of {pairs:,} consecutive dispatches ({verdict})."
+
+
 def render(
     summary: Sequence[Record],
     worst: Sequence[Record],
@@ -145,6 +153,7 @@ def render(
 <body>
 <h1>inturn delivery and ordering report</h1>
 <p class="meta">{info}</p>
+<p id="in-turn-check">{_in_turn_check(summary)}</p>
 <h2>Summary per day, platform and ordering mode</h2>
 {_table(summary, _SUMMARY_COLUMNS, "summary")}
 <h2>Latency</h2>

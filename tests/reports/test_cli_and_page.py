@@ -1,0 +1,46 @@
+"""The parts of the report that need no Spark: time flags, the CLI's parser, the SVG charts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from inturn.errors import ConfigError
+from inturn_cli.main import build_parser
+from inturn_reports.charts import bar_chart
+from inturn_reports.job import parse_time
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("1790200800000", 1_790_200_800_000),
+        ("2026-09-23", 1_790_121_600_000),
+        ("2026-09-23T22:00:00", 1_790_200_800_000),
+        ("2026-09-24T00:00:00+02:00", 1_790_200_800_000),
+    ],
+)
+def test_range_bounds_accept_epoch_ms_dates_and_iso_times_naive_meaning_utc(text: str, ms: int) -> None:
+    assert parse_time(text) == ms
+
+
+def test_a_range_bound_that_is_no_time_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigError, match="not a time"):
+        parse_time("yesterday")
+
+
+def test_inturn_report_takes_the_range_source_and_folders() -> None:
+    args = build_parser().parse_args(
+        ["report", "--from", "2026-09-23", "--to", "2026-09-24", "--source", "files", "--input", "x", "--out", "y"]
+    )
+    assert (args.from_, args.to, args.source, str(args.input), str(args.out)) == (
+        "2026-09-23", "2026-09-24", "files", "x", "y",
+    )  # fmt: skip
+
+
+def test_a_stacked_chart_draws_one_bar_per_series_and_category_with_its_value() -> None:
+    svg = bar_chart("t", "title <&>", ["a", "b"], {"x": [1.0, 2.0], "y": [3.0, 0.0]}, stacked=True)
+    bars = re.findall(r'data-series="(\w)" data-category="(\w)" data-value="([\d.]+)"', svg)
+    assert bars == [("x", "a", "1"), ("y", "a", "3"), ("x", "b", "2"), ("y", "b", "0")]
+    assert "title &lt;&amp;&gt;" in svg
