@@ -13,28 +13,28 @@ from inturn.settings import KafkaSettings
 from tests.worker.harness import committed
 
 
+#: A platform with realistic latency that loses 10% of callbacks; workers with short timeouts.
+PIPELINE_SIM = {
+    "INTURN_SIM_LATENCY_MEDIAN_MS": "40",
+    "INTURN_SIM_LATENCY_P99_MS": "150",
+    "INTURN_SIM_LATENCY_MAX_MS": "400",
+    "INTURN_SIM_DROP_RATE": "0.1",
+}
+PIPELINE_WORKER = {
+    "INTURN_WORKER_ACK_TIMEOUT_MS": "1500",
+    "INTURN_WORKER_SESSION_TIMEOUT_MS": "6000",
+    "INTURN_WORKER_REVOKE_GRACE_MS": "3500",
+    "INTURN_WORKER_CURSOR_FLUSH_MS": "100",
+    "INTURN_WORKER_COMMIT_INTERVAL_MS": "200",
+}
+
+
 @pytest.fixture
 def pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str) -> Iterator[Pipeline]:
-    """Simulator and webhook running; workers are added by each test."""
-    schema_dsn = postgres_dsn  # workers share one database: cursors and epochs are per topic
+    """Simulator and webhook running; workers are added by each test (sharing one database: cursors and
+    epochs are kept per messages topic)."""
     line = Pipeline(
-        inturn_topics,
-        schema_dsn,
-        tmp_path,
-        group=f"g{test_id}",
-        sim={
-            "INTURN_SIM_LATENCY_MEDIAN_MS": "40",
-            "INTURN_SIM_LATENCY_P99_MS": "150",
-            "INTURN_SIM_LATENCY_MAX_MS": "400",
-            "INTURN_SIM_DROP_RATE": "0.1",
-        },
-        worker={
-            "INTURN_WORKER_ACK_TIMEOUT_MS": "1500",
-            "INTURN_WORKER_SESSION_TIMEOUT_MS": "6000",
-            "INTURN_WORKER_REVOKE_GRACE_MS": "3500",
-            "INTURN_WORKER_CURSOR_FLUSH_MS": "100",
-            "INTURN_WORKER_COMMIT_INTERVAL_MS": "200",
-        },
+        inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=PIPELINE_SIM, worker=PIPELINE_WORKER
     )
     line.start_sim()
     line.start_webhook()

@@ -105,6 +105,7 @@ class RoomMachine(RuleBasedStateMachine):
         self.part = PartitionState(0, lease_s=3600)
         self.part.epoch = 1
         self.part.renew()
+        self.part.mark_acks_ready()
         self.sent_ok: list[str] = []  # message ids whose send returned 2xx, in order
         self.wamids: dict[str, str] = {}
         self._run(self._enqueue_all())
@@ -128,6 +129,7 @@ class RoomMachine(RuleBasedStateMachine):
         deadline = self.loop.time() + 5
         while self.loop.time() < deadline:
             await asyncio.sleep(0)
+            self._checkpoint_round()
             running = any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
             if not running or self.platform.pending is not None or self._in_flight() is not None:
                 for _ in range(20):  # let callbacks of the state just reached run out
@@ -135,6 +137,11 @@ class RoomMachine(RuleBasedStateMachine):
                 return
             await asyncio.sleep(0.0005)
         raise AssertionError("the room neither finished nor waited on the platform")
+
+    def _checkpoint_round(self) -> None:
+        """What the worker's checkpoint does for the partition when a round succeeds."""
+        self.part.rounds_taken += 1
+        self.part.durable(self.part.rounds_taken)
 
     def _terminal(self) -> Counter[str]:
         return Counter(mid for kind, mid in self.recorder.events if kind in TERMINAL_EVENTS)

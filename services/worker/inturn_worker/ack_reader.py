@@ -21,6 +21,7 @@ from inturn.schemas import Ack, DeadLetter, EventType, decode
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.events import EventLog
+from inturn_worker.partition import PartitionState
 
 log = structlog.get_logger("inturn.worker.acks")
 
@@ -36,47 +37,72 @@ class AckReader:
             settings, f"{settings.worker_group_id}.acks.{settings.worker_id}", **{"auto.offset.reset": "latest"}
         )
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
-        self._changes: deque[tuple[str, list[int], int]] = deque()
+        self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
+        self._catching_up: dict[int, tuple[PartitionState, int]] = {}  # partition -> (state, end offset)
         self._stopping = False
 
-    def assign(self, partitions: list[int], since_ms: int) -> None:
-        """Start reading these acks partitions from ``since_ms`` (applied by the reader's own thread)."""
-        self._changes.append(("assign", partitions, since_ms))
+    def assign(self, parts: list[PartitionState], since_ms: int) -> None:
+        """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
+        has read up to where its acks partition ended at the assignment (applied on the reader's thread)."""
+        self._changes.append(("assign", parts, since_ms))
 
-    def unassign(self, partitions: list[int]) -> None:
-        """Stop reading these acks partitions."""
-        self._changes.append(("unassign", partitions, 0))
+    def unassign(self, parts: list[PartitionState]) -> None:
+        """Stop reading these partitions' acks."""
+        self._changes.append(("unassign", parts, 0))
 
     def _apply_changes(self) -> None:
         topic = self._settings.topic_acks
         while self._changes:
-            action, partitions, since_ms = self._changes.popleft()
-            if not partitions:
-                continue  # cooperative rebalances hand out empty increments
+            action, parts, since_ms = self._changes.popleft()
+            if not parts:
+                continue
             if action == "assign":
-                wanted = [TopicPartition(topic, p, since_ms) for p in partitions]
+                wanted = [TopicPartition(topic, p.partition, since_ms) for p in parts]
                 found = self._consumer.offsets_for_times(wanted, timeout=10)
                 positioned = [
                     TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
                 ]
                 self._consumer.incremental_assign(positioned)
+                for part in parts:
+                    _, end = self._consumer.get_watermark_offsets(TopicPartition(topic, part.partition), timeout=10)
+                    self._catching_up[part.partition] = (part, end)
             else:
-                self._consumer.incremental_unassign([TopicPartition(topic, p) for p in partitions])
+                self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
+                for part in parts:
+                    self._catching_up.pop(part.partition, None)
 
-    def _step(self) -> list[Message]:
+    def _caught_up(self) -> list[PartitionState]:
+        """Parts whose acks partition was read up to its end at the assignment."""
+        if not self._catching_up:
+            return []
+        topic = self._settings.topic_acks
+        positions = self._consumer.position([TopicPartition(topic, p) for p in self._catching_up])
+        ready = []
+        for tp in positions:
+            part, end = self._catching_up[tp.partition]
+            # A position of OFFSET_END/INVALID (< 0) means nothing was there to read when assigned.
+            if tp.offset < 0 or tp.offset >= end:
+                ready.append(part)
+                del self._catching_up[tp.partition]
+        return ready
+
+    def _step(self) -> tuple[list[Message], list[PartitionState]]:
         self._apply_changes()
-        return consume_batch(self._consumer, 1000, 0.1)
+        batch = consume_batch(self._consumer, 1000, 0.1)
+        return batch, self._caught_up()
 
     async def run(self) -> None:
         """Read and route acks until ``stop``."""
         loop = asyncio.get_running_loop()
         while not self._stopping:
-            batch = await loop.run_in_executor(self._thread, self._step)
+            batch, ready = await loop.run_in_executor(self._thread, self._step)
             for record in batch:
                 if record.error() is not None:
                     log.warning("acks_consume_error", error=str(record.error()))
                     continue
                 self._route(record)
+            for part in ready:
+                part.mark_acks_ready()  # after the batch above was routed
 
     def _route(self, record: Message) -> None:
         try:

@@ -68,6 +68,10 @@ class Checkpoint:
         async with self._lock:
             parts = only if only is not None else [p for p in self._parts.values() if not p.gone]
             updates = self._rooms.take_cursor_updates()
+            taken = {}
+            for part in parts:
+                part.rounds_taken += 1
+                taken[part.partition] = part.rounds_taken
             committable = {p.partition: c for p in parts if (c := p.offsets.committable()) is not None}
             if not await self._events.confirm(wait_s=10.0):
                 log.warning("events_not_confirmed")
@@ -98,7 +102,7 @@ class Checkpoint:
                 if part.partition in fenced:
                     self._fence(part)
                 elif part.epoch is not None:
-                    part.renew()
+                    part.durable(taken[part.partition])
                     if part.partition in committable:
                         allowed[part.partition] = committable[part.partition]
             now = time.monotonic()

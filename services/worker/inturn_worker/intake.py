@@ -232,7 +232,7 @@ class Intake:
         since = now_ms() - self._settings.worker_ack_lookback_ms
         for partition in numbers:
             self._parts[partition] = PartitionState(partition, self._lease_s)
-        self._acks.assign(numbers, since)
+        self._acks.assign([self._parts[p] for p in numbers], since)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
         if self.checkpoint is not None:
             await self.checkpoint.once(only=[self._parts[p] for p in numbers])
@@ -258,7 +258,7 @@ class Intake:
         parts = [self._parts[p] for p in numbers]
         await self._rooms.drain(parts, grace)
         allowed = await self.checkpoint.once(only=parts) if self.checkpoint is not None else None
-        self._acks.unassign(numbers)
+        self._acks.unassign(parts)
         return allowed
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -274,7 +274,7 @@ class Intake:
         for part in parts:
             part.fenced = True  # lost: another worker may own it already; nothing more from us
         await self._rooms.drain(parts, 0)
-        self._acks.unassign(numbers)
+        self._acks.unassign(parts)
 
     # --- shutdown ------------------------------------------------------------------------------------
 

@@ -1,9 +1,13 @@
 """What the worker knows about one messages partition it owns: offsets, epoch, lease, cursors.
 
-A partition may send only while it is owned (not revoked, lost or fenced) and its lease is fresh:
-the lease is renewed by each successful checkpoint (events confirmed, cursors written under the
-partition's epoch). A worker that was frozen, or cut off from PostgreSQL, therefore stops sending
-before it could send something it cannot account for (DESIGN.md, invariant 4).
+A partition may send only while it is owned (not revoked, lost or fenced), its lease is fresh, and
+the acks reader has caught up with its acks partition:
+
+- the lease is renewed by each successful checkpoint (events confirmed, cursors written under the
+  partition's epoch), so a worker that was frozen, or cut off from PostgreSQL, stops sending before
+  it could send something it cannot account for (DESIGN.md, invariant 4);
+- acks published before the assignment (for messages the previous owner sent) are read before the
+  first send, so a message acked under the previous owner is recognised and not sent again.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ class PartitionState:
         self._lease_s = lease_s
         self._lease_until = 0.0
         self._renewed = asyncio.Event()
+        self.acks_ready = False
+        self.rounds_taken = 0  # checkpoint rounds that took this partition's cursor updates
+        self.rounds_durable = 0  # the latest of those rounds that succeeded
 
     @property
     def gone(self) -> bool:
@@ -49,12 +56,34 @@ class PartitionState:
         """Whether the lease is fresh right now."""
         return time.monotonic() < self._lease_until
 
+    def mark_acks_ready(self) -> None:
+        """The acks reader has read this partition's acks up to the assignment."""
+        self.acks_ready = True
+        self.wake()
+
+    def durable(self, taken: int) -> None:
+        """The checkpoint round ``taken`` (which took this partition's updates) succeeded."""
+        self.rounds_durable = max(self.rounds_durable, taken)
+        self.renew()
+
+    async def wait_durable(self) -> None:
+        """Wait until every cursor update recorded so far is in PostgreSQL (the next checkpoint round)."""
+        target = self.rounds_taken + 1
+        while self.rounds_durable < target:
+            if self.gone:
+                raise PartitionGone(self.partition)
+            renewed = self._renewed
+            try:
+                await asyncio.wait_for(renewed.wait(), self._lease_s)
+            except TimeoutError:
+                continue
+
     async def admit(self) -> None:
         """Return when a send may go out; raise ``PartitionGone`` once it never may."""
         while True:
             if self.gone:
                 raise PartitionGone(self.partition)
-            if time.monotonic() < self._lease_until:
+            if self.acks_ready and time.monotonic() < self._lease_until:
                 return
             renewed = self._renewed
             try:

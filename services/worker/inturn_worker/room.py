@@ -196,8 +196,13 @@ class Rooms:
                     partition=entry.part.partition,
                     offset=entry.offset,
                 ):
-                    await self._deliver(room, entry)
+                    durable_first = await self._deliver(room, entry)
                 room.queue.popleft()
+                if durable_first and room.queue:
+                    # It ended without an ack (timed out, dead-lettered): nothing on the acks topic proves it
+                    # done, so its cursor must be in PostgreSQL before the next send, or a new owner of the
+                    # partition would send it again as well as the one in flight.
+                    await entry.part.wait_durable()
                 room.head_since = time.monotonic()
         except PartitionGone:
             return
@@ -207,7 +212,8 @@ class Rooms:
             if not room.queue:
                 self._rooms.pop(room.room_id, None)
 
-    async def _deliver(self, room: Room, entry: Entry) -> None:
+    async def _deliver(self, room: Room, entry: Entry) -> bool:
+        """Take one message to its terminal outcome; True when that outcome left no ack behind."""
         message = entry.message
         part = entry.part
         cursor = part.cursors.get(room.room_id)
@@ -215,7 +221,7 @@ class Rooms:
         if cursor is not None and entry.offset <= cursor:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
-            return
+            return False
         if room.blocked or await self._store_blocked(room.room_id):
             room.blocked = True
             m.BLOCKED_ROOMS.inc()
@@ -229,9 +235,10 @@ class Rooms:
             adapter = self._adapter(message.platform)
             prepared = self._prepared(adapter, entry)
             async with self._turn(part):
-                await self._send_and_wait(room, entry, adapter, prepared)
+                return await self._send_and_wait(room, entry, adapter, prepared)
         except _Failed as failure:
             await self._dead_letter(room, entry, failure.reason)
+            return True
 
     def _adapter(self, platform: str) -> PlatformAdapter:
         adapter = self._adapters.get(platform)
@@ -260,7 +267,8 @@ class Rooms:
         else:
             yield
 
-    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> None:
+    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> bool:
+        """Send, then (in the ack-gated modes) wait for the ack or the timeout; True when it timed out."""
         message = entry.message
         platform = message.platform
         future: asyncio.Future[Ack | None] | None = None
@@ -271,7 +279,7 @@ class Rooms:
                 ack = future.result()
                 if ack is not None:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
-                    return
+                    return False
         room.in_flight = True
         result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
         m.DISPATCHED.labels(platform).inc()
@@ -300,7 +308,7 @@ class Rooms:
                 platform_message_id=result.platform_message_id,
                 attempt=attempt,
             )
-            return
+            return False
         self._router.sent(room.room_id, message.message_id, result.platform_message_id)
         self._prepare_next(room, adapter)
         timeout = self._timeout(platform)
@@ -321,11 +329,12 @@ class Rooms:
                 detail=f"no ack within {timeout.seconds:.3f}s",
                 timed_out=True,
             )
-            return
+            return True
         latency = max(0.0, (now_ms() - sent_at_ms) / 1000)
         timeout.observe(latency)
         m.ACK_LATENCY.labels(platform).observe(latency)
         self._resolved(room, entry, ack, sent_at_ms, result.platform_message_id, attempt)
+        return False
 
     def _resolved(
         self, room: Room, entry: Entry, ack: Ack, sent_at_ms: int | None, platform_message_id: str, attempt: int = 1

@@ -1,0 +1,127 @@
+"""Invariants 2 and 4 under faults: workers killed, frozen, restarted; PostgreSQL away for a while.
+
+Every worker is its own OS process; correctness is judged from the simulator's receipt log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from inturn.devstack import LocalPostgres
+from inturn.devstack.pipeline import Pipeline
+from inturn.kafka import partition_for
+from inturn.settings import KafkaSettings
+from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done
+
+pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
+
+
+def wait_received(line: Pipeline, count: int, within: float = 60) -> None:
+    """Wait until the platform received ``count`` distinct messages."""
+    deadline = time.monotonic() + within
+    while len({(r["room_id"], r["message_id"]) for r in line.receipts()}) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} received after {within}s")
+        time.sleep(0.2)
+
+
+async def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:
+    """Partitions whose current epoch belongs to ``owner``."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT partition FROM partition_epochs WHERE messages_topic = $1 AND owner = $2", topic, owner
+        )
+    finally:
+        await conn.close()
+    return {r["partition"] for r in rows}
+
+
+async def test_kill_9_of_one_of_three_workers_loses_nothing_and_resends_at_most_its_in_flight_messages(
+    pipeline: Pipeline,
+) -> None:
+    for name in ("w1", "w2", "w3"):
+        pipeline.add_worker(name)
+    rooms = 1500
+    total = pipeline.produce(rooms=rooms, per_room=4)
+    wait_received(pipeline, total // 3)
+    victim = await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w2")
+    pipeline.workers["w2"].kill()
+    wait_done(pipeline, total, within=180)
+    report = pipeline.report()
+    assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
+    # At most the one in-flight message per room of the killed worker's partitions is sent again.
+    victim_rooms = {f"room-{r}" for r in range(rooms) if partition_for(f"room-{r}", 4) in victim}
+    duplicated = {room for room, r in report.rooms.items() if r.duplicated}
+    assert duplicated <= victim_rooms
+    assert all(report.rooms[room].duplicated <= 1 for room in duplicated), report.summary()
+
+
+async def test_a_frozen_worker_is_fenced_after_its_partitions_move_and_never_reorders(pipeline: Pipeline) -> None:
+    for name in ("w1", "w2"):
+        pipeline.add_worker(name)
+    total = pipeline.produce(rooms=400, per_room=6)
+    wait_received(pipeline, total // 4)
+    frozen = pipeline.workers["w1"]
+    moved = await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")
+    frozen.freeze()
+    try:
+        # Past the session timeout (6 s): the group moves w1's partitions to w2, which claims new epochs.
+        deadline = time.monotonic() + 60
+        while await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1"):
+            assert time.monotonic() < deadline, "w1's partitions never moved"
+            await asyncio.sleep(0.5)
+    finally:
+        frozen.thaw()
+    wait_done(pipeline, total, within=180)
+    report = pipeline.report()
+    assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
+    assert all(r.duplicated <= 1 for r in report.rooms.values()), report.summary()
+    affected = {f"room-{r}" for r in range(400) if partition_for(f"room-{r}", 4) in moved}
+    assert {room for room, r in report.rooms.items() if r.duplicated} <= affected
+    log = frozen.log_file.read_text()
+    assert '"partition_fenced"' in log or '"partitions_lost"' in log, "the thawed worker kept its partitions"
+
+
+def test_a_rolling_sigterm_restart_of_every_worker_loses_and_duplicates_nothing(pipeline: Pipeline) -> None:
+    for name in ("w1", "w2"):
+        pipeline.add_worker(name)
+    total = pipeline.produce(rooms=400, per_room=8)
+    for step, name in enumerate(("w1", "w2")):
+        wait_received(pipeline, total * (step + 1) // 3)
+        assert pipeline.workers[name].stop() == 0
+        pipeline.add_worker(f"{name}-restarted")
+    wait_done(pipeline, total, within=180)
+    report = pipeline.report()
+    assert (report.lost, report.reordered, report.duplicated, report.unexpected) == (0, 0, 0, 0), report.summary()
+
+
+def test_postgres_stopped_for_a_while_pauses_sending_and_progress_resumes_without_loss(
+    inturn_topics: KafkaSettings, tmp_path: Path, test_id: str
+) -> None:
+    with LocalPostgres() as postgres:
+        line = Pipeline(
+            inturn_topics, postgres.dsn, tmp_path, group=f"g{test_id}", sim=PIPELINE_SIM, worker=PIPELINE_WORKER
+        )
+        line.start_sim()
+        line.start_webhook()
+        try:
+            line.add_worker("w1")
+            total = line.produce(rooms=300, per_room=6)
+            wait_received(line, total // 4)
+            postgres.stop()
+            time.sleep(4)  # the outage itself: how long PostgreSQL stays away is the scenario, not a wait
+            stalled_at = len(line.receipts())
+            postgres.start()
+            wait_done(line, total, within=180)
+            report = line.report()
+        finally:
+            line.stop()
+    assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
+    assert report.duplicated == 0, report.summary()
+    assert stalled_at < total, "the outage came too late to test anything"
