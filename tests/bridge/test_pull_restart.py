@@ -1,11 +1,13 @@
-"""Pull mode across a crash (kill -9 of `inturn bridge`) and across a graceful stop.
+"""The bridge across a crash (kill -9 of `inturn bridge`, pull and push) and across a graceful stop.
 
 The Pub/Sub emulator (0.8.20) never redelivers ordered messages that were outstanding on a stream
 that closed: its gRPC server fails on stream close (``NoSuchMethodError`` in its log), keeps the dead
 stream, and the ordering keys it held stay with it. Real Pub/Sub redelivers them after the ack
 deadline. So after a restart some rooms stop where the emulator stranded them; what these tests can
 and do check for every room is that Kafka holds a gap-free, in-order prefix of the room's messages
-(nothing acked without being written, nothing reordered), and that rooms not stranded complete.
+(nothing acked without being written, nothing reordered). Push subscriptions do not use streams:
+the emulator retries a failed push (one message per ordering key at a time) until the restarted
+bridge answers, so the push test shows the whole guarantee across kill -9: nothing lost, order kept.
 See docs/bridge.md, "Testing against the emulator".
 """
 
@@ -21,8 +23,11 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
+from google.cloud import pubsub_v1
 
 from inturn.devstack.process import free_port, tail
 from inturn.kafka import partition_for
@@ -37,13 +42,16 @@ pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
 ROOMS, PER_ROOM, MAX_MESSAGES = 50, 20, 100
 
 
-def publish_in_rounds(ordered: Ordered, messages: list[Message], rounds: int, pause: float) -> threading.Thread:
+def publish_in_rounds(
+    ordered: Ordered, messages: list[Message], rounds: int, pause: float, as_attributes: bool = False
+) -> threading.Thread:
     """Publish ``messages`` in ``rounds`` slices ``pause`` seconds apart, from a thread (the bridge works meanwhile)."""
 
     def run() -> None:
         size = len(messages) // rounds
         for r in range(rounds):
-            for future in [ordered.publish(m) for m in messages[r * size : (r + 1) * size]]:
+            batch = messages[r * size : (r + 1) * size]
+            for future in [_publish_attributes(ordered, m) if as_attributes else ordered.publish(m) for m in batch]:
                 future.result(30)
             time.sleep(pause)  # pacing the publisher, not waiting for a condition
 
@@ -52,16 +60,30 @@ def publish_in_rounds(ordered: Ordered, messages: list[Message], rounds: int, pa
     return thread
 
 
+def _publish_attributes(ordered: Ordered, message: Message) -> Any:
+    """Publish ``message`` in the attribute format (room attribute ``room``; data = the payload)."""
+    return ordered.publisher.publish(
+        ordered.topic,
+        orjson.dumps(message.payload),
+        ordering_key=message.room_id,
+        room=message.room_id,
+        platform=message.platform,
+        recipient=message.recipient,
+        message_id=message.message_id,
+        **message.attributes,
+    )
+
+
 class BridgeProcess:
     """``inturn bridge`` as a child process with its own log file."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], log: Path, *args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.log = log
         inturn = Path(sys.executable).parent / "inturn"
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(inturn), "bridge", "--port", str(self.port)], env=env, stdout=out, stderr=subprocess.STDOUT
+                [str(inturn), "bridge", "--port", str(self.port), *args], env=env, stdout=out, stderr=subprocess.STDOUT
             )
         deadline = time.monotonic() + 60
         while not self._ready():
@@ -140,7 +162,7 @@ def test_kill_9_mid_stream_then_restart_keeps_every_room_gap_free_and_in_order_a
         at_kill = len(reader.records)
         second = BridgeProcess(bridge_env, log)
         publisher.join(60)
-        settle(reader, quiet=15, timeout=90, done=len(messages))
+        settle(reader, quiet=12, timeout=90, done=len(messages))
         assert second.stop(signal.SIGTERM) == 0, tail(log)  # graceful: drains, then exits 0
         reader.poll(0.5)
     finally:
@@ -158,8 +180,8 @@ def test_kill_9_mid_stream_then_restart_keeps_every_room_gap_free_and_in_order_a
         f"kill -9 at {at_kill} records; {len(records)} records in the end, {duplicates} duplicates, "
         f"{len(complete)} rooms complete, {len(stranded)} stranded by the emulator at {sorted(set(stranded.values()))}"
     )
-    assert len(records) > at_kill, "the restarted bridge wrote nothing"
-    assert complete, "no room completed after the restart"
+    # How many rooms the emulator releases to the new stream varies from run to run (0 to half of them
+    # were seen), so progress after the restart is reported, not asserted; the push test below asserts it.
     assert duplicates <= MAX_MESSAGES, "more duplicates than messages the killed bridge could have held"
     assert '"event": "bridge.stopped"' in log.read_text()
     first_value: dict[bytes, bytes] = {}
@@ -195,3 +217,63 @@ async def test_a_graceful_stop_waits_for_every_outstanding_write_and_leaves_room
     # Every write the bridge counted (and acked) is in Kafka, and nothing else is.
     assert len(reader.records) == written
     assert_gap_free_prefixes(reader.records, {m.room_id for m in messages}, 10)
+
+
+def test_push_bridge_killed_mid_stream_and_restarted_loses_nothing_and_keeps_room_order(
+    ready_topics: KafkaSettings, pubsub_host: str, bridge_env: dict[str, str], tmp_path: Path, test_id: str
+) -> None:
+    rooms, per_room = 20, 10
+    port = free_port()
+    publisher = pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+    )
+    subscriber = pubsub_v1.SubscriberClient()
+    topic = publisher.topic_path(PROJECT, f"push{test_id}")
+    publisher.create_topic(name=topic)
+    subscriber.create_subscription(
+        request={
+            "name": subscriber.subscription_path(PROJECT, f"push{test_id}"),
+            "topic": topic,
+            "enable_message_ordering": True,
+            "ack_deadline_seconds": 10,
+            "push_config": {"push_endpoint": f"http://127.0.0.1:{port}/push"},
+        }
+    )
+    subscriber.close()
+    ordered = Ordered(topic, f"push{test_id}", publisher)
+    messages = workload(rooms, per_room, test_id)
+    reader = TopicReader(ready_topics, ready_topics.topic_messages)
+    log = tmp_path / "bridge.log"
+    # The emulator leaves orderingKey out of push envelopes (real Pub/Sub sends it): the room travels as
+    # an attribute, which is the bridge's attribute format.
+    env = {**bridge_env, "INTURN_BRIDGE_ROOM_ATTRIBUTE": "room"}
+    first = BridgeProcess(env, log, "--mode", "push", port=port)
+    second: BridgeProcess | None = None
+    sender = publish_in_rounds(ordered, messages, rounds=per_room, pause=0.1, as_attributes=True)
+    try:
+        reader.until(lambda r: len(r) >= 60, 60, "60 records before the kill")
+        assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+        reader.poll(0.5)
+        at_kill = len(reader.records)
+        second = BridgeProcess(env, log, "--mode", "push", port=port)
+        sender.join(60)
+        ids = {m.message_id for m in messages}
+        reader.until(lambda r: {decode(Message, x.value).message_id for x in r} >= ids, 90, "every message")
+        assert second.stop(signal.SIGTERM) == 0, tail(log)
+        reader.poll(0.5)
+    finally:
+        for bridge in (first, second):
+            if bridge is not None and bridge.proc.poll() is None:
+                bridge.proc.kill()
+        reader.close()
+        publisher.stop()
+    records = reader.records
+    duplicates = sum(n - 1 for n in Counter(r.headers["pubsub_message_id"] for r in records).values())
+    print(f"push kill -9 at {at_kill} records: {len(records)} records in the end, {duplicates} duplicates")
+    assert per_room_seqs(records) == {room: list(range(1, per_room + 1)) for room in {m.room_id for m in messages}}
+    # At most the one message per room that was being written when the bridge died is written twice.
+    assert duplicates <= rooms
+    for record in records:
+        message = decode(Message, record.value)
+        assert record.partition == partition_for(message.room_id, ready_topics.topic_partitions)
+        assert message.attributes["pubsub_message_id"] == record.headers["pubsub_message_id"].decode()
