@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_STAMP := $(VENV)/.kafka-jars
 PYTEST_ARGS ?=
 
-.PHONY: help setup test test-fast lint format demo bench chaos helm-check clean dev-up dev-down
+.PHONY: help setup test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ demo: setup ## run the pipeline locally and show its result
 
 bench: setup ## benchmarks: ratios against baselines measured in the same run (var/bench/*.json)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+docs: setup ## regenerate docs/configuration.md from the settings classes
+	$(BIN)/inturn config reference > docs/configuration.md
 
 chaos: setup ## the fault matrix (kills, stops, restarts) against real services
 	$(BIN)/pytest -m chaos $(PYTEST_ARGS)

@@ -12,7 +12,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-import asyncpg
 import structlog
 
 from inturn.metrics import worker as m
@@ -20,7 +19,7 @@ from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import PartitionState
 from inturn_worker.room import Rooms
-from inturn_worker.store import Store
+from inturn_worker.store import POSTGRES_ERRORS, Store
 
 log = structlog.get_logger("inturn.worker.checkpoint")
 
@@ -89,7 +88,7 @@ class Checkpoint:
                 )
                 updates = mine
                 fenced = await self._store.checkpoint(mine, epochs) if epochs else set()
-            except (asyncpg.PostgresError, OSError) as exc:
+            except POSTGRES_ERRORS as exc:
                 self.postgres_ok = False
                 m.POSTGRES_UP.set(0)
                 log.warning("checkpoint_failed", error=str(exc))

@@ -530,12 +530,12 @@ class Rooms:
     async def _store_blocked(self, room_id: str) -> bool:
         if self._settings.worker_dead_letter_policy != "block":
             return False
-        return await self._store.is_blocked(room_id)
+        return await retrying(lambda: self._store.is_blocked(room_id), "is_blocked")
 
     async def _wait_unblocked(self, room: Room, part: PartitionState) -> None:
         """Policy 'block': the room waits until an operator deletes its blocked_rooms row."""
         log.warning("room_blocked")
-        while await self._store.is_blocked(room.room_id):
+        while await retrying(lambda: self._store.is_blocked(room.room_id), "is_blocked", lambda: part.gone):
             if part.gone:
                 raise PartitionGone(part.partition)
             await asyncio.sleep(2.0)  # an operator's action is rare; polling every 2 s is plenty

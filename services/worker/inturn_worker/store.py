@@ -18,6 +18,15 @@ from inturn.metrics import worker as m
 from inturn.schemas import DeadLetter
 
 log = structlog.get_logger("inturn.worker.store")
+
+#: What PostgreSQL being away (stopped, restarting, unreachable) looks like through asyncpg.
+POSTGRES_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,
+    TimeoutError,
+)
 T = TypeVar("T")
 
 
@@ -29,7 +38,7 @@ async def retrying(call: Callable[[], Awaitable[T]], what: str, gone: Callable[[
     while True:
         try:
             result = await call()
-        except (asyncpg.PostgresError, OSError) as exc:
+        except POSTGRES_ERRORS as exc:
             m.POSTGRES_UP.set(0)
             log.warning("postgres_call_failed", call=what, error=str(exc), retry_in=delay)
             if gone is not None and gone():
