@@ -39,7 +39,7 @@ from tests.bridge.conftest import PROJECT, Ordered, Record, TopicReader, bridge_
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
 
-ROOMS, PER_ROOM, MAX_MESSAGES = 50, 20, 100
+ROOMS, PER_ROOM, MAX_MESSAGES = 50, 12, 100
 
 
 def publish_in_rounds(
@@ -156,7 +156,7 @@ def test_kill_9_mid_stream_then_restart_keeps_every_room_gap_free_and_in_order_a
     second: BridgeProcess | None = None
     publisher = publish_in_rounds(ordered, messages, rounds=PER_ROOM, pause=0.1)
     try:
-        reader.until(lambda r: len(r) >= 300, 60, "300 records before the kill")
+        reader.until(lambda r: len(r) >= 200, 60, "200 records before the kill")
         assert first.stop(signal.SIGKILL) == -signal.SIGKILL
         reader.poll(0.5)
         at_kill = len(reader.records)
