@@ -27,8 +27,16 @@ PHONE_NUMBER_ID = "100200300"
 class Pipeline:
     """Simulator + webhook + workers wired to one set of topics and one database."""
 
-    def __init__(self, topics: KafkaSettings, postgres_dsn: str, workdir: Path, *, group: str = "inturn-workers",
-                 sim: dict[str, str] | None = None, worker: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        topics: KafkaSettings,
+        postgres_dsn: str,
+        workdir: Path,
+        *,
+        group: str = "inturn-workers",
+        sim: dict[str, str] | None = None,
+        worker: dict[str, str] | None = None,
+    ) -> None:
         self.topics = topics
         self.postgres_dsn = postgres_dsn
         self.workdir = workdir
@@ -40,6 +48,7 @@ class Pipeline:
         self.sim: ServiceProcess | None = None
         self.webhook: ServiceProcess | None = None
         self.workers: dict[str, ServiceProcess] = {}
+        self.bridges: list[ServiceProcess] = []
         self.produced: dict[str, list[str]] = {}
 
     @property
@@ -88,6 +97,22 @@ class Pipeline:
         ).start()
         return self.webhook
 
+    def start_bridge(self, pubsub_host: str, project: str, subscription: str, name: str = "bridge") -> ServiceProcess:
+        """Start a pull-mode bridge from ``subscription`` to the messages topic."""
+        port = free_port()
+        env = {
+            **self._kafka_env(),
+            "PUBSUB_EMULATOR_HOST": pubsub_host,
+            "INTURN_BRIDGE_MODE": "pull",
+            "INTURN_BRIDGE_PROJECT": project,
+            "INTURN_BRIDGE_SUBSCRIPTION": subscription,
+            "INTURN_BRIDGE_HTTP_HOST": "127.0.0.1",
+            "INTURN_BRIDGE_HTTP_PORT": str(port),
+        }
+        bridge = ServiceProcess(name, ["bridge"], env, self.workdir, f"http://127.0.0.1:{port}/healthz").start()
+        self.bridges.append(bridge)
+        return bridge
+
     def add_worker(self, name: str, **env: str) -> ServiceProcess:
         """Start one more worker process in the group."""
         port = free_port()
@@ -120,8 +145,12 @@ class Pipeline:
                 room = f"{prefix}-{r}"
                 message_id = f"{room}#{n}"
                 message = Message(
-                    room_id=room, message_id=message_id, platform="whatsapp", account=PHONE_NUMBER_ID,
-                    recipient=f"49170{r:07d}", payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+                    room_id=room,
+                    message_id=message_id,
+                    platform="whatsapp",
+                    account=PHONE_NUMBER_ID,
+                    recipient=f"49170{r:07d}",
+                    payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
                     created_at_ms=now_ms(),
                 )
                 producer.produce(self.topics.topic_messages, key=room, value=encode(message))
@@ -147,7 +176,9 @@ class Pipeline:
         return check(self.receipts(), self.produced)
 
     def stop(self) -> None:
-        """Stop every process (workers first, so they drain while the platform still answers)."""
+        """Stop every process (bridges, then workers, so they drain while the platform still answers)."""
+        for bridge in self.bridges:
+            bridge.stop()
         for worker in self.workers.values():
             worker.stop()
         for service in (self.webhook, self.sim):

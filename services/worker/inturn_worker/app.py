@@ -106,7 +106,8 @@ class Worker:
             log.info("worker_draining")
             intake.stop()
             await asyncio.wait([tasks[0]], timeout=5)
-            await intake.close()  # revokes everything: bounded drain, final checkpoint, commit
+            await intake.drain_all()  # bounded drain, final checkpoint, commit: still a group member
+            await intake.close()
             checkpoint.stop()
             await acks.close()
             await rooms.close()

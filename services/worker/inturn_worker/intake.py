@@ -282,8 +282,29 @@ class Intake:
         """End ``run`` after the current batch."""
         self._stopping = True
 
+    async def drain_all(self) -> None:
+        """For shutdown: drain, checkpoint and commit every partition while still a member of the group.
+
+        Done before ``close`` because leaving the group can hand the partitions to another worker while a
+        revoke callback inside ``close`` would still be draining them. Not polling meanwhile is safe: the
+        group waits for this member (up to max.poll.interval.ms) before it moves anything.
+        """
+        assert self._loop is not None
+        numbers = list(self._parts)
+        if not numbers:
+            return
+        log.info("partitions_released", partitions=numbers)
+        for partition in numbers:
+            self._parts[partition].revoked = True
+        allowed = await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
+        if allowed:
+            await self._loop.run_in_executor(self._thread, self._commit, allowed, False)
+        for partition in numbers:
+            self._parts.pop(partition, None)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+
     async def close(self) -> None:
-        """Leave the group: the revoke callback drains, checkpoints and commits; then close."""
+        """Leave the group and close the consumer (after ``drain_all``, the revoke callback has nothing left)."""
         assert self._loop is not None
         await self._loop.run_in_executor(self._thread, self._consumer.close)
         self._thread.shutdown(wait=False)
