@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
+from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.cimpl import NewTopic
 
 from inturn.errors import KafkaClientError, TopicMismatchError, TopicMissingError
@@ -77,7 +79,8 @@ def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -
 
 
 def wait_visible(admin: AdminClient, names: list[str], timeout: float = 30.0) -> None:
-    """Wait until every topic in ``names`` shows in the cluster's metadata with all its partitions led."""
+    """Wait until every topic in ``names`` shows in the cluster's metadata with all its partitions led and
+    serving offsets (a partition created a moment ago can be in metadata before its leader takes writes)."""
     deadline = time.monotonic() + timeout
     while True:
         meta = admin.list_topics(timeout=timeout)
@@ -88,7 +91,7 @@ def wait_visible(admin: AdminClient, names: list[str], timeout: float = 30.0) ->
             and all(p.leader >= 0 for p in t.partitions.values())
             for name in names
         )
-        if ready:
+        if ready and _serving(admin, meta, names):
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"topics not visible after {timeout}s: {', '.join(names)}")
@@ -119,3 +122,18 @@ def check(admin: AdminClient, settings: KafkaSettings) -> TopicLayout:
             f"(adding partitions moves rooms between partitions: drain the workers first, see docs/operations.md)"
         )
     return layout
+
+
+def _serving(admin: AdminClient, meta: ClusterMetadata, names: list[str]) -> bool:
+    """Whether every partition of ``names`` answers an offsets request."""
+    requests = {
+        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        for name in names
+        for p in meta.topics[name].partitions
+    }
+    try:
+        for future in admin.list_offsets(requests, request_timeout=5).values():
+            future.result(timeout=5)
+    except KafkaException:
+        return False
+    return True

@@ -71,19 +71,12 @@ def _committed(settings: KafkaSettings, group: str) -> int:
         consumer.close()
 
 
-def _publish(
-    host: str, topic_id: str, subscription_id: str, rooms: int, messages: int, run_id: str
-) -> dict[str, list[str]]:
-    """Create the Pub/Sub topic and an ordered subscription; publish with ordering key = room."""
+def _create_subscription(host: str, topic_id: str, subscription_id: str) -> None:
+    """The Pub/Sub topic and an ordered subscription on it (what the chat backend's side provides)."""
     os.environ["PUBSUB_EMULATOR_HOST"] = host
     from google.cloud import pubsub_v1
 
-    from inturn.schemas import encode
-    from inturn.sdk import plan_messages, planned_to_message
-
-    publisher = pubsub_v1.PublisherClient(
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
-    )
+    publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     topic = publisher.topic_path(PROJECT, topic_id)
     publisher.create_topic(name=topic)
@@ -95,6 +88,21 @@ def _publish(
             "ack_deadline_seconds": 30,
         }
     )
+    subscriber.close()
+
+
+def _publish(host: str, topic_id: str, rooms: int, messages: int, run_id: str) -> dict[str, list[str]]:
+    """Publish round-robin over the rooms (interleaved), ordering key = room; returns each room's order."""
+    os.environ["PUBSUB_EMULATOR_HOST"] = host
+    from google.cloud import pubsub_v1
+
+    from inturn.schemas import encode
+    from inturn.sdk import plan_messages, planned_to_message
+
+    publisher = pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+    )
+    topic = publisher.topic_path(PROJECT, topic_id)
     produced: dict[str, list[str]] = {}
     futures = []
     for planned in plan_messages(rooms=rooms, messages=messages, room_prefix=f"{run_id}-room-"):
@@ -104,7 +112,6 @@ def _publish(
     for future in futures:
         future.result(timeout=60)
     publisher.stop()
-    subscriber.close()
     return produced
 
 
@@ -135,11 +142,11 @@ def _run_mode(
         line.start_webhook()
         line.add_worker(f"{run_id}-w1")
         line.add_worker(f"{run_id}-w2")
-        line.start_bridge(stack_env["PUBSUB_EMULATOR_HOST"], PROJECT, f"demo-{run_id}")
+        pubsub = stack_env["PUBSUB_EMULATOR_HOST"]
+        _create_subscription(pubsub, f"demo-{run_id}", f"demo-{run_id}")
+        line.start_bridge(pubsub, PROJECT, f"demo-{run_id}")
         started = time.monotonic()
-        line.produced = _publish(
-            stack_env["PUBSUB_EMULATOR_HOST"], f"demo-{run_id}", f"demo-{run_id}", rooms, messages, run_id
-        )
+        line.produced = _publish(pubsub, f"demo-{run_id}", rooms, messages, run_id)
         deadline = started + 240
         while True:
             received = len({(r["room_id"], r["message_id"]) for r in line.receipts()})

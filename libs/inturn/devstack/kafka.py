@@ -118,10 +118,13 @@ class LocalKafka:
         """Format storage on first start, launch the broker, and wait until it serves metadata."""
         config = self._write_config()
         if not (self.workdir / "data" / "meta.properties").exists():
+            # The id may start with "-": passed as --cluster-id=<id> so it is never read as an option.
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt_log = self.workdir / "format.log"
             subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config), log=fmt_log),
+                self._java(
+                    "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config), log=fmt_log
+                ),
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
