@@ -22,8 +22,9 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 class ServiceProcess:
     """One ``inturn <command>`` process with its own log file."""
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str], log_dir: Path,
-                 health_url: str | None = None) -> None:
+    def __init__(
+        self, name: str, command: list[str], env: dict[str, str], log_dir: Path, health_url: str | None = None
+    ) -> None:
         self.name = name
         self.command = command
         self.env = env
