@@ -54,10 +54,12 @@ async def test_kill_9_of_one_of_three_workers_loses_nothing_and_resends_at_most_
     pipeline.workers["w2"].kill()
     wait_done(pipeline, total, within=180)
     report = pipeline.report()
+    print("receipt check:", report.summary(worst=0).splitlines()[0])
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     # At most the one in-flight message per room of the killed worker's partitions is sent again.
     victim_rooms = {f"room-{r}" for r in range(rooms) if partition_for(f"room-{r}", 4) in victim}
     duplicated = {room for room, r in report.rooms.items() if r.duplicated}
+    print(f"killed worker owned {len(victim_rooms)} rooms; {len(duplicated)} of them got a message twice")
     assert duplicated <= victim_rooms
     assert all(report.rooms[room].duplicated <= 1 for room in duplicated), report.summary()
 
@@ -80,6 +82,7 @@ async def test_a_frozen_worker_is_fenced_after_its_partitions_move_and_never_reo
         frozen.thaw()
     wait_done(pipeline, total, within=180)
     report = pipeline.report()
+    print("receipt check:", report.summary(worst=0).splitlines()[0])
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     assert all(r.duplicated <= 1 for r in report.rooms.values()), report.summary()
     affected = {f"room-{r}" for r in range(400) if partition_for(f"room-{r}", 4) in moved}
@@ -98,6 +101,7 @@ def test_a_rolling_sigterm_restart_of_every_worker_loses_and_duplicates_nothing(
         pipeline.add_worker(f"{name}-restarted")
     wait_done(pipeline, total, within=180)
     report = pipeline.report()
+    print("receipt check:", report.summary(worst=0).splitlines()[0])
     assert (report.lost, report.reordered, report.duplicated, report.unexpected) == (0, 0, 0, 0), report.summary()
 
 
@@ -120,6 +124,7 @@ def test_postgres_stopped_for_a_while_pauses_sending_and_progress_resumes_withou
             postgres.start()
             wait_done(line, total, within=180)
             report = line.report()
+            print("receipt check:", report.summary(worst=0).splitlines()[0])
         finally:
             line.stop()
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()

@@ -16,6 +16,7 @@ def test_two_workers_deliver_every_room_in_order_with_10_percent_of_callbacks_lo
     total = pipeline.produce(rooms=200, per_room=5)
     wait_done(pipeline, total, within=120)
     report = pipeline.report()
+    print("receipt check:", report.summary(worst=0).splitlines()[0])
     assert (report.lost, report.reordered, report.duplicated, report.unexpected) == (0, 0, 0, 0), report.summary()
 
 
@@ -32,5 +33,6 @@ def test_a_third_worker_joins_mid_run_and_one_leaves_without_loss_reorder_or_dup
     assert pipeline.workers["w1"].stop() == 0  # leaves cleanly: drains, checkpoints, commits
     wait_done(pipeline, total, within=180)
     report = pipeline.report()
+    print("receipt check:", report.summary(worst=0).splitlines()[0])
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     assert report.duplicated == 0, report.summary()
