@@ -12,7 +12,6 @@ from inturn.devstack.pipeline import Pipeline
 from inturn.settings import KafkaSettings
 from tests.worker.harness import committed
 
-
 #: A platform with realistic latency that loses 10% of callbacks; workers with short timeouts.
 PIPELINE_SIM = {
     "INTURN_SIM_LATENCY_MEDIAN_MS": "40",
