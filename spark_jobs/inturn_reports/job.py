@@ -30,7 +30,7 @@ from inturn_reports.transform import (
     worst_rooms,
 )
 
-#: Tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
+#: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram")
 
 
@@ -61,11 +61,21 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> dict[str, DataFrame]:
-    """Every report table from the raw frames, persisted: each is written, then collected for the HTML.
+@dataclass(frozen=True)
+class Tables:
+    """The report tables by name, persisted (each is written, then collected for the page), and their facts."""
 
-    The message facts are persisted too (every table reads them); ``_facts`` holds them for unpersisting.
-    """
+    by_name: dict[str, DataFrame]
+    facts: DataFrame
+
+    def release(self) -> None:
+        """Unpersist the tables and the facts."""
+        for frame in [self.facts, *self.by_name.values()]:
+            frame.unpersist()
+
+
+def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Tables:
+    """Every report table from the raw frames; the message facts are persisted too (every table reads them)."""
     facts = message_facts(events, acks, params).persist(StorageLevel.MEMORY_AND_DISK)
     per_room = rooms(facts, params).persist(StorageLevel.MEMORY_AND_DISK)
     tables = {
@@ -75,8 +85,7 @@ def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> di
         "timeline": timeline(facts, params),
         "latency_histogram": latency_histogram(facts, params),
     }
-    persisted = {name: frame.persist(StorageLevel.MEMORY_AND_DISK) for name, frame in tables.items()}
-    return {**persisted, "_facts": facts}
+    return Tables({name: frame.persist(StorageLevel.MEMORY_AND_DISK) for name, frame in tables.items()}, facts)
 
 
 def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
@@ -110,8 +119,8 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
     )
     source = _extract(spark, settings, from_ms, to_ms)
-    tables = build_tables(source.events, source.acks, params)
-    facts = tables.pop("_facts")
+    built = build_tables(source.events, source.acks, params)
+    tables = built.by_name
     out = settings.report_out_dir
     write_tables(tables, out, large=frozenset({"rooms"}))
     summary_rows = _rows(tables["summary"], "date", "platform", "mode")
@@ -144,8 +153,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
             )
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
-    for frame in [facts, *tables.values()]:
-        frame.unpersist()
+    built.release()
     source.release()
     return ReportRun(
         out_dir=out,

@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from inturn.schemas import encode
-from inturn_reports.job import ReportRun, run
+from inturn_reports.job import TABLES, ReportRun, run
 from inturn_reports.settings import ReportSettings
 from tests.reports import fixture, oracle
 from tests.reports.generator import generate
@@ -93,7 +93,7 @@ def test_tables_are_partitioned_by_date_and_the_csv_summary_matches_the_oracle(f
     expected = sorted(oracle.summary(files_report.msgs), key=lambda r: (r["date"], r["platform"], r["mode"]))
     dates = sorted({f"date={r['date'].isoformat()}" for r in expected})
     assert len(dates) == 2
-    for table in ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram"):
+    for table in TABLES:
         assert sorted(p.name for p in (out / table).glob("date=*")) == dates, table
     with files_report.run.summary_csv.open() as f:
         rows = list(csv.DictReader(f))
