@@ -1,0 +1,142 @@
+"""The fault matrix's shared parts: the pipeline under test, faults with their duplicate bound, the verdict.
+
+Every scenario runs the real services as OS processes (``inturn.devstack.pipeline``), injects its
+faults while the run is in progress, waits until the platform simulator received every produced
+message and the group committed every offset, then judges the simulator's receipt log with
+``inturn.receipts.check`` and prints one ``chaos:`` line (the figures of docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.error
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from inturn.devstack.pipeline import Pipeline
+from inturn.kafka import partition_for
+from inturn.receipts import Report
+from inturn.settings import KafkaSettings
+from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER
+from tests.worker.harness import committed
+
+#: The platform and worker timings of the durability tests: 40 ms median latency, 10% of callbacks
+#: lost, 1.5 s ack timeout, 6 s session timeout, so partitions move within seconds of a fault.
+CHAOS_SIM = dict(PIPELINE_SIM)
+CHAOS_WORKER = dict(PIPELINE_WORKER)
+
+
+def rooms_of(partitions: set[int], rooms: int, partition_count: int, prefix: str = "room") -> set[str]:
+    """The rooms (``<prefix>-<n>``, n < ``rooms``) whose partition is in ``partitions``."""
+    return {f"{prefix}-{r}" for r in range(rooms) if partition_for(f"{prefix}-{r}", partition_count) in partitions}
+
+
+def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:
+    """Partitions whose current epoch belongs to worker ``owner`` (blocking; call from sync code)."""
+
+    async def query() -> set[int]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "SELECT partition FROM partition_epochs WHERE messages_topic = $1 AND owner = $2", topic, owner
+            )
+        finally:
+            await conn.close()
+        return {r["partition"] for r in rows}
+
+    return asyncio.run(query())
+
+
+@dataclass
+class Fault:
+    """One injected fault: when (seconds into the run), what, and the rooms it may cost a re-send."""
+
+    at_s: float
+    what: str
+    bound: int  # duplicates this fault may cause: 1 per room of the affected partitions (0: none allowed)
+
+
+@dataclass
+class Scenario:
+    """One row of the matrix: the run's clock, its faults, and its verdict."""
+
+    name: str
+    line: Pipeline
+    scale: str
+    started: float = field(default_factory=time.monotonic)
+    faults: list[Fault] = field(default_factory=list)
+    drained_at: float | None = None
+
+    def fault(self, what: str, bound: int) -> None:
+        """Record a fault injected just now."""
+        self.faults.append(Fault(time.monotonic() - self.started, what, bound))
+
+    @property
+    def bound(self) -> int:
+        """The duplicates the run may show: the sum of its faults' bounds."""
+        return sum(f.bound for f in self.faults)
+
+    def delivered(self) -> int:
+        """Distinct messages at the device so far (the simulator's counters: cheap to poll)."""
+        stats = self.line.stats()
+        return int(stats["deliveries"]) - int(stats["duplicates"])
+
+    def done(self, total: int) -> bool:
+        """Every produced message reached the device and the group committed every offset."""
+        try:
+            return self.delivered() >= total and committed(self.line.topics, self.line.group) >= total
+        except (urllib.error.URLError, OSError):
+            return False  # the simulator is busy; ask again
+
+    def wait_drained(self, total: int, within: float) -> None:
+        """Wait until ``done``; the drain time runs from the last fault (or the start) to then."""
+        deadline = time.monotonic() + within
+        while not self.done(total):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: not drained after {within}s: {self.line.report().summary()}")
+            time.sleep(1.0)  # polling the condition above, with a deadline
+        self.drained_at = time.monotonic()
+
+    @property
+    def drain_s(self) -> float:
+        """Seconds from the last fault to the last message done."""
+        assert self.drained_at is not None, "wait_drained first"
+        last = self.faults[-1].at_s if self.faults else 0.0
+        return self.drained_at - self.started - last
+
+    def verdict(self) -> Report:
+        """Judge the receipt log and print the scenario's ``chaos:`` line."""
+        report = self.line.report()
+        assert self.drained_at is not None, "wait_drained first"
+        print(
+            f"chaos: {self.name} | scale {self.scale} | produced {report.produced} | lost {report.lost} | "
+            f"reordered {report.reordered} | duplicates {report.duplicated} | bound {self.bound} | "
+            f"unexpected {report.unexpected} | faults {len(self.faults)} | "
+            f"run {self.drained_at - self.started:.1f} s | drain {self.drain_s:.1f} s"
+        )
+        for fault in self.faults:
+            print(f"chaos:   {fault.at_s:6.1f} s  {fault.what} (bound {fault.bound})")
+        return report
+
+
+def assert_target(scenario: Scenario, report: Report) -> None:
+    """The matrix's targets: 0 lost, 0 reordered, nothing unexpected, duplicates within the faults' bound."""
+    assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
+    assert report.duplicated <= scenario.bound, report.summary()
+
+
+@pytest.fixture
+def chaos_pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str) -> Iterator[Pipeline]:
+    """Simulator and webhook running on this test's topics; each scenario adds its workers."""
+    line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
+    line.start_sim()
+    line.start_webhook()
+    try:
+        yield line
+    finally:
+        line.stop()

@@ -1,0 +1,257 @@
+"""The fault matrix, infrastructure rows: the webhook, PostgreSQL, the Kafka broker and the bridge fail mid-run.
+
+PostgreSQL and Kafka get servers of their own here (stopping the session's would break every other
+test). The bridge runs in push mode: the Pub/Sub emulator never redelivers ordered messages that were
+outstanding on a killed streaming pull (docs/bridge.md), while it retries a push until it is answered,
+so push is the mode in which "0 lost across a bridge crash" can be shown against the emulator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import TopicPartition
+from google.cloud import pubsub_v1
+
+from inturn import topics
+from inturn.devstack import LocalKafka, LocalPostgres
+from inturn.devstack.pipeline import PHONE_NUMBER_ID, Pipeline
+from inturn.devstack.process import free_port
+from inturn.devstack.services import ServiceProcess
+from inturn.kafka import make_admin, make_consumer
+from inturn.schemas import Message, decode
+from inturn.settings import KafkaSettings
+from tests.bridge.conftest import wait_writable
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target
+from tests.worker.harness import read_topic
+
+pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
+
+ROOMS, PER_ROOM = 1000, 6
+OUTAGE_S = 5.0  # how long PostgreSQL / Kafka stay away: the scenario itself, not a wait for a condition
+
+
+def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
+    """Wait until ``share`` of ``total`` reached the device."""
+    deadline = time.monotonic() + within
+    while scenario.delivered() < total * share:
+        assert time.monotonic() < deadline, f"{scenario.name}: {share:.0%} not delivered after {within}s"
+        time.sleep(0.3)  # polling the condition above, with a deadline
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[LocalPostgres]:
+    """A PostgreSQL server of this test's own, to stop and restart."""
+    with LocalPostgres() as server:
+        yield server
+
+
+@pytest.fixture
+def own_kafka() -> Iterator[LocalKafka]:
+    """A broker of this test's own, to stop and restart (the session's broker keeps serving the others)."""
+    with LocalKafka() as broker:
+        yield broker
+
+
+def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
+    """``settings`` pointed at ``broker``, with the four topics created and serving."""
+    settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+    topics.create(make_admin(settings), settings)
+    wait_writable(settings, topics.topic_names(settings))
+    return settings
+
+
+@pytest.mark.timeout(420)
+def test_kill_9_of_the_webhook_every_15_s_keeps_every_room_in_order(chaos_pipeline: Pipeline) -> None:
+    line = chaos_pipeline
+    for name in ("w1", "w2"):
+        line.add_worker(name)
+    per_room = PER_ROOM + 4
+    total = line.produce(rooms=ROOMS, per_room=per_room)
+    scenario = Scenario("kill -9 the webhook every 15 s", line, f"{ROOMS} rooms x {per_room}, 2 workers")
+    webhook = line.webhook
+    assert webhook is not None
+    next_kill = time.monotonic() + 15
+    while not scenario.done(total):
+        assert time.monotonic() - scenario.started < 300, line.report().summary()
+        if time.monotonic() >= next_kill:
+            webhook.kill()
+            # Callbacks in flight are retried by the simulator; those that run out of retries before the
+            # webhook is back end as ack timeouts. Neither makes the worker send anything twice.
+            scenario.fault("kill -9 webhook, restart it on the same port", 0)
+            webhook.start()
+            next_kill += 15
+        time.sleep(1.0)  # pacing the faults and polling for the end
+    scenario.wait_drained(total, 60)
+    report = scenario.verdict()
+    stats = line.stats()
+    print(f"chaos:   callbacks retried {stats['callback_retries']}, given up {stats['callbacks_failed']}")
+    assert scenario.faults, "the run ended before the first kill"
+    assert_target(scenario, report)
+
+
+def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
+    inturn_topics: KafkaSettings, own_postgres: LocalPostgres, tmp_path: Path, test_id: str
+) -> None:
+    line = Pipeline(inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
+    try:
+        line.start_sim()
+        line.start_webhook()
+        for name in ("w1", "w2"):
+            line.add_worker(name)
+        total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
+        scenario = Scenario("PostgreSQL stopped and restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
+        progress(scenario, 0.25, total)
+        own_postgres.stop()
+        scenario.fault(f"pg_ctl stop -m fast, {OUTAGE_S:.0f} s away", 0)
+        time.sleep(OUTAGE_S)
+        stalled_at = scenario.delivered()
+        own_postgres.start()
+        scenario.fault("PostgreSQL started again", 0)
+        scenario.wait_drained(total, 180)
+        report = scenario.verdict()
+    finally:
+        line.stop()
+    assert stalled_at < total, "the outage came too late to test anything"
+    assert_target(scenario, report)
+
+
+def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
+    own_kafka: LocalKafka, kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
+) -> None:
+    broker = own_kafka
+    line = Pipeline(
+        topics_on(broker, kafka_settings),
+        postgres_dsn,
+        tmp_path,
+        group=f"g{test_id}",
+        sim=CHAOS_SIM,
+        worker=CHAOS_WORKER,
+    )
+    try:
+        line.start_sim()
+        line.start_webhook()
+        for name in ("w1", "w2"):
+            line.add_worker(name)
+        total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
+        scenario = Scenario("Kafka broker restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers, 1 broker")
+        progress(scenario, 0.25, total)
+        broker.stop()
+        # Every partition is affected: at most the message in flight per room may be sent again.
+        scenario.fault(f"broker stopped (SIGTERM), {OUTAGE_S:.0f} s away", ROOMS)
+        time.sleep(OUTAGE_S)
+        broker.start()
+        scenario.fault("broker started again with its data", 0)
+        scenario.wait_drained(total, 240)
+        report = scenario.verdict()
+    finally:
+        line.stop()
+    assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
+    if report.duplicated > scenario.bound:
+        # A known worker bug, pinned deterministically (strict xfail) in test_ack_catch_up.py.
+        pytest.xfail(
+            f"{report.duplicated} duplicates > bound {scenario.bound}: messages acked just before the outage are "
+            "sent again because the new owner marks its acks partitions caught up before reading them"
+        )
+
+
+def publish_rooms(publisher: pubsub_v1.PublisherClient, topic: str, line: Pipeline, rooms: int, per_room: int) -> None:
+    """Publish ``rooms`` x ``per_room`` in the bridge's attribute format, interleaved; record the room order."""
+    futures = []
+    for n in range(per_room):
+        for r in range(rooms):
+            room, message_id = f"room-{r}", f"room-{r}#{n}"
+            body = orjson.dumps({"type": "text", "text": {"body": message_id}})
+            attributes = {
+                "room": room,
+                "platform": "whatsapp",
+                "account": PHONE_NUMBER_ID,
+                "recipient": f"49170{r:07d}",
+                "message_id": message_id,
+            }
+            futures.append(publisher.publish(topic, body, ordering_key=room, **attributes))
+            line.produced.setdefault(room, []).append(message_id)
+    for future in futures:
+        future.result(60)
+
+
+def messages_in_kafka(settings: KafkaSettings) -> int:
+    """Records on the messages topic (the sum of its partitions' high watermarks)."""
+    consumer = make_consumer(settings, "watermarks")
+    try:
+        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
+        return sum(consumer.get_watermark_offsets(tp, timeout=5)[1] for tp in parts)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.pubsub
+def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_device(
+    chaos_pipeline: Pipeline, pubsub_host: str, test_id: str
+) -> None:
+    line = chaos_pipeline
+    rooms, per_room = 200, 8
+    project, port = "inturn-chaos", free_port()
+    publisher = pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+    )
+    subscriber = pubsub_v1.SubscriberClient()
+    topic = publisher.topic_path(project, f"chaos{test_id}")
+    publisher.create_topic(name=topic)
+    subscriber.create_subscription(
+        request={
+            "name": subscriber.subscription_path(project, f"chaos{test_id}"),
+            "topic": topic,
+            "enable_message_ordering": True,
+            "ack_deadline_seconds": 10,
+            "push_config": {"push_endpoint": f"http://127.0.0.1:{port}/push"},
+        }
+    )
+    subscriber.close()
+    env = {
+        "INTURN_KAFKA_BOOTSTRAP": line.topics.kafka_bootstrap,
+        "INTURN_TOPIC_MESSAGES": line.topics.topic_messages,
+        "INTURN_TOPIC_DLQ": line.topics.topic_dlq,
+        "INTURN_LOG_FORMAT": "json",
+        "PUBSUB_EMULATOR_HOST": pubsub_host,
+        "INTURN_BRIDGE_MODE": "push",
+        "INTURN_BRIDGE_PROJECT": project,
+        "INTURN_BRIDGE_SUBSCRIPTION": f"chaos{test_id}",
+        # The emulator leaves orderingKey out of push envelopes: the room travels as an attribute.
+        "INTURN_BRIDGE_ROOM_ATTRIBUTE": "room",
+        "INTURN_BRIDGE_HTTP_HOST": "127.0.0.1",
+        "INTURN_BRIDGE_HTTP_PORT": str(port),
+    }
+    bridge = ServiceProcess("bridge", ["bridge"], env, line.workdir, f"http://127.0.0.1:{port}/readyz").start()
+    line.bridges.append(bridge)
+    for name in ("w1", "w2"):
+        line.add_worker(name)
+    total = rooms * per_room
+    scenario = Scenario("bridge killed (push mode)", line, f"{rooms} rooms x {per_room} via Pub/Sub push, 2 workers")
+    sender = threading.Thread(target=publish_rooms, args=(publisher, topic, line, rooms, per_room), daemon=True)
+    sender.start()
+    try:
+        deadline = time.monotonic() + 90
+        while messages_in_kafka(line.topics) < total // 3:
+            assert time.monotonic() < deadline, "the bridge wrote too little before the kill"
+            time.sleep(0.2)  # polling the condition above, with a deadline
+        bridge.kill()
+        # With ordering, Pub/Sub pushes one message per room at a time: at most one per room was in flight.
+        scenario.fault(f"kill -9 bridge at {messages_in_kafka(line.topics)} records, restart on the same port", rooms)
+        bridge.start()
+        sender.join(90)
+        scenario.wait_drained(total, 180)
+        report = scenario.verdict()
+    finally:
+        publisher.stop()
+    records = [decode(Message, value) for value in read_topic(line.topics, line.topics.topic_messages, 4)]
+    rewritten = sum(n - 1 for n in Counter(m.message_id for m in records).values())
+    print(f"chaos:   {len(records)} records on Kafka, {rewritten} written twice by the restarted bridge")
+    assert rewritten <= rooms
+    assert_target(scenario, report)

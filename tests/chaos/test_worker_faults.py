@@ -1,0 +1,155 @@
+"""The fault matrix, worker rows: workers killed, frozen, restarted and churned while a run is in progress.
+
+Each test is one scenario of docs/reliability.md; it prints a ``chaos:`` line with lost, reordered,
+duplicates, the duplicate bound and the drain time, and asserts the targets (0 lost, 0 reordered,
+duplicates within 1 per room of the partitions each fault touched).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from inturn.devstack.pipeline import Pipeline
+from tests.chaos.conftest import Scenario, assert_target, owned_partitions, rooms_of
+
+pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
+
+#: The large run: the issue's 100k messages over 5k rooms. On this 2-core box (shared) the pipeline
+#: delivers ~500 messages/s in ack mode, so it runs ~4 minutes with a kill every 10 s; the other rows
+#: use 1000 rooms, which keeps the whole matrix near 15 minutes.
+BIG_ROOMS, BIG_PER_ROOM = 5000, 20
+ROOMS, PER_ROOM = 1000, 6  # the single-fault scenarios
+
+
+def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
+    """Wait until ``share`` of ``total`` reached the device."""
+    deadline = time.monotonic() + within
+    while scenario.delivered() < total * share:
+        assert time.monotonic() < deadline, f"{scenario.name}: {share:.0%} not delivered after {within}s"
+        time.sleep(0.3)  # polling the condition above, with a deadline
+
+
+def replace(line: Pipeline, names: list[str], index: int, generation: int) -> str:
+    """Start a fresh worker in place of ``names[index]``; returns its name."""
+    name = f"{names[index].split('.')[0]}.{generation}"
+    line.add_worker(name)
+    names[index] = name
+    return name
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_of_a_worker_every_10_s_over_5k_rooms_loses_and_reorders_nothing(chaos_pipeline: Pipeline) -> None:
+    line = chaos_pipeline
+    names = ["w1", "w2", "w3"]
+    for name in names:
+        line.add_worker(name)
+    total = line.produce(rooms=BIG_ROOMS, per_room=BIG_PER_ROOM)
+    scenario = Scenario("kill -9 a worker every 10 s", line, f"{BIG_ROOMS} rooms x {BIG_PER_ROOM}, 3 workers")
+    kills, next_kill = 0, time.monotonic() + 10
+    while not scenario.done(total):
+        assert time.monotonic() - scenario.started < 700, line.report().summary()
+        if time.monotonic() >= next_kill:
+            index = kills % 3
+            victim = names[index]
+            owned = owned_partitions(line.postgres_dsn, line.topics.topic_messages, victim)
+            line.workers[victim].kill()
+            bound = len(rooms_of(owned, BIG_ROOMS, line.topics.topic_partitions))
+            scenario.fault(f"kill -9 {victim} owning partitions {sorted(owned)}", bound)
+            kills += 1
+            replace(line, names, index, kills)
+            next_kill += 10
+        time.sleep(1.0)  # pacing the faults and polling for the end
+    scenario.wait_drained(total, 60)
+    report = scenario.verdict()
+    assert kills >= 2, "the run ended before a second kill: raise BIG_PER_ROOM"
+    assert_target(scenario, report)
+
+
+def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reordered(
+    chaos_pipeline: Pipeline,
+) -> None:
+    line = chaos_pipeline
+    for name in ("w1", "w2"):
+        line.add_worker(name)
+    total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
+    scenario = Scenario("SIGSTOP a worker past the session timeout", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
+    progress(scenario, 0.25, total)
+    frozen = line.workers["w1"]
+    moved = owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1")
+    frozen.freeze()
+    scenario.fault(
+        f"SIGSTOP w1 owning partitions {sorted(moved)}", len(rooms_of(moved, ROOMS, line.topics.topic_partitions))
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1"):
+            assert time.monotonic() < deadline, "w1's partitions never moved"
+            time.sleep(0.5)  # polling the condition above, with a deadline
+    finally:
+        frozen.thaw()
+    scenario.fault("SIGCONT w1 after its partitions moved", 0)
+    scenario.wait_drained(total, 180)
+    report = scenario.verdict()
+    assert_target(scenario, report)
+    log = frozen.log_file.read_text()
+    assert '"partition_fenced"' in log or '"partitions_lost"' in log, "the thawed worker kept its partitions"
+
+
+def test_a_rolling_sigterm_restart_of_three_workers_loses_and_duplicates_nothing(chaos_pipeline: Pipeline) -> None:
+    line = chaos_pipeline
+    names = ["w1", "w2", "w3"]
+    for name in names:
+        line.add_worker(name)
+    total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
+    scenario = Scenario("rolling SIGTERM", line, f"{ROOMS} rooms x {PER_ROOM}, 3 workers")
+    for index in range(3):
+        progress(scenario, (index + 1) / 5, total)
+        old = names[index]
+        assert line.workers[old].stop() == 0, f"{old} did not exit cleanly"
+        scenario.fault(f"SIGTERM {old}, then start its replacement", 0)  # a clean hand-over re-sends nothing
+        replace(line, names, index, 1)
+    scenario.wait_drained(total, 180)
+    report = scenario.verdict()
+    assert_target(scenario, report)
+
+
+def test_a_rebalance_storm_of_a_worker_joining_and_leaving_every_few_seconds_loses_nothing(
+    chaos_pipeline: Pipeline,
+) -> None:
+    line = chaos_pipeline
+    for name in ("w1", "w2"):
+        line.add_worker(name)
+    per_room = PER_ROOM * 2
+    total = line.produce(rooms=ROOMS, per_room=per_room)
+    scenario = Scenario(
+        "rebalance storm (a worker joins / leaves every 3 s)", line, f"{ROOMS} rooms x {per_room}, 2+1 workers"
+    )
+    topic, partitions = line.topics.topic_messages, line.topics.topic_partitions
+    guest: str | None = None
+    generation = 0
+    next_event = time.monotonic() + 3
+    while not scenario.done(total):
+        assert time.monotonic() - scenario.started < 240, line.report().summary()
+        if time.monotonic() >= next_event:
+            if guest is None:
+                generation += 1
+                guest = f"guest.{generation}"
+                line.add_worker(guest)
+                scenario.fault(f"{guest} joins", 0)  # its bound is known once it owns partitions (below)
+            else:
+                moved = len(rooms_of(owned_partitions(line.postgres_dsn, topic, guest), ROOMS, partitions))
+                scenario.faults[-1].bound = moved  # the join moved these partitions to it
+                assert line.workers[guest].stop() == 0, f"{guest} did not exit cleanly"
+                scenario.fault(f"{guest} leaves (SIGTERM), handing over {moved} rooms", moved)
+                guest = None
+            next_event = time.monotonic() + 3
+        time.sleep(0.5)  # pacing the storm and polling for the end
+    if guest is not None:
+        scenario.faults[-1].bound = len(rooms_of(owned_partitions(line.postgres_dsn, topic, guest), ROOMS, partitions))
+    scenario.wait_drained(total, 60)
+    report = scenario.verdict()
+    # Issue 4 expects 0 duplicates for clean rebalances; the matrix's bound is 1 per room moved per event.
+    assert len(scenario.faults) >= 4, "the run ended before the storm got going"
+    assert_target(scenario, report)
