@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
 CONSUMED = Counter("inturn_worker_consumed_total", "Messages consumed from the messages topic.", ["mode"])
@@ -45,3 +49,28 @@ FENCED = Counter(
 )
 POSTGRES_UP = Gauge("inturn_worker_postgres_up", "1 when the last PostgreSQL operation succeeded.")
 DRAINING = Gauge("inturn_worker_draining", "1 while the worker drains for shutdown.")
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformMetrics:
+    """The per-platform children of the metrics above, looked up once (``labels`` takes a lock each call)."""
+
+    dispatched: Any
+    acked: Any
+    ack_timeouts: Any
+    ack_latency: Any
+    send_latency: Any
+    ack_timeout_seconds: Any
+
+
+@functools.cache
+def for_platform(platform: str) -> PlatformMetrics:
+    """The metric children of ``platform`` (cached: platforms are few)."""
+    return PlatformMetrics(
+        DISPATCHED.labels(platform),
+        ACKED.labels(platform),
+        ACK_TIMEOUTS.labels(platform),
+        ACK_LATENCY.labels(platform),
+        SEND_LATENCY.labels(platform),
+        ACK_TIMEOUT_SECONDS.labels(platform),
+    )

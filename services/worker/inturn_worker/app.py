@@ -60,12 +60,16 @@ class Worker:
     async def run(self) -> None:
         """Run until ``stop`` (or a signal), then drain and close everything."""
         settings = self.settings
-        topics.check(make_admin(settings), settings)
+        layout = topics.check(make_admin(settings), settings)
         pool = await create_pool(settings)
         async with pool.acquire() as conn:
             await migrate(conn)
         store = Store(pool, settings.topic_messages)
-        events = EventLog(make_producer(settings), settings)
+        events = EventLog(
+            make_producer(settings),
+            settings,
+            {settings.topic_events: layout.events or 1, settings.topic_dlq: layout.dlq or 1},
+        )
         send_timeout = settings.worker_send_timeout_ms / 1000
         adapters: dict[str, PlatformAdapter] = {
             name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()
@@ -155,7 +159,19 @@ def main(settings: WorkerSettings) -> None:
             loop.add_signal_handler(sig, on_signal)
         await worker.run()
 
-    if uvloop is not None:
-        uvloop.run(run())
-    else:
-        asyncio.run(run())
+    profile_path = os.environ.get("INTURN_WORKER_PROFILE")  # a development aid: cProfile stats written on exit
+    profiler = None
+    if profile_path:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        if uvloop is not None:
+            uvloop.run(run())
+        else:
+            asyncio.run(run())
+    finally:
+        if profiler is not None and profile_path:
+            profiler.disable()
+            profiler.dump_stats(profile_path)

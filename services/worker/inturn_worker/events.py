@@ -1,22 +1,27 @@
 """Everything the worker records: events on ``inturn.events`` and dead letters on ``inturn.dlq``.
 
-Each record gets a sequence number; ``confirm`` waits until every record produced before it was
-called is in Kafka — not until the producer is idle, which under steady load it never is. The
-checkpoint calls it before writing cursors and offsets, so nothing is marked done before its
-terminal event is safe. A record Kafka refused is produced again: an event is never dropped.
+``confirm`` waits until every record produced before it was called is in Kafka — not until the
+producer is idle, which under steady load it never is. It counts per partition: the producer is
+idempotent, so Kafka confirms each partition's records in the order they were produced, and the
+partition is computed here with the same murmur2 partitioner the producer would use. The
+checkpoint calls ``confirm`` before writing cursors and offsets, so nothing is marked done before
+its terminal event is safe. A record Kafka gave up on is produced again: an event is never dropped.
+
+Delivery callbacks run on the event loop's thread only (``poll`` and ``confirm`` are called there),
+so the counters need no lock and no other thread competes for the GIL on every delivery.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections import deque
+from collections import defaultdict
 from typing import Any
 
 import structlog
 from confluent_kafka import KafkaError, Message, Producer
 
+from inturn.kafka import partition_for
 from inturn.schemas import DeadLetter, Event, EventType, OrderingMode, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 
@@ -26,23 +31,23 @@ log = structlog.get_logger("inturn.worker.events")
 class EventLog:
     """Produces events and dead letters and knows which of them Kafka confirmed."""
 
-    def __init__(self, producer: Producer, settings: WorkerSettings) -> None:
+    def __init__(self, producer: Producer, settings: WorkerSettings, partitions: dict[str, int]) -> None:
         self._producer = producer
         self._events_topic = settings.topic_events
         self._dlq_topic = settings.topic_dlq
+        self._partitions = partitions  # topic -> partition count
         self._worker_id = settings.worker_id
         self._mode = OrderingMode(settings.worker_mode)
-        self._seq = 0
-        self._pending: deque[int] = deque()  # sequence numbers produced, oldest first
-        self._done: set[int] = set()  # confirmed out of order, not yet at the head of _pending
-        self._lock = threading.Lock()
+        self._produced: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self._delivered: defaultdict[tuple[str, int], int] = defaultdict(int)
+        self._resending = 0
         self.redelivered = 0
 
     def emit(
         self, type_: EventType, room_id: str, message_id: str, platform: str, partition: int, offset: int, **fields: Any
     ) -> None:
-        """Record one event of one message."""
-        event = Event(
+        """Record one event of one message (built without re-validating what the worker already checked)."""
+        event = Event.model_construct(
             type=type_,
             room_id=room_id,
             message_id=message_id,
@@ -61,54 +66,56 @@ class EventLog:
         self._produce(self._dlq_topic, key, encode(letter))
 
     def _produce(self, topic: str, key: str | None, value: bytes) -> None:
-        self._seq += 1
-        seq = self._seq
-        with self._lock:
-            self._pending.append(seq)
-        self._send(topic, key, value, seq)
+        partition = partition_for(key, self._partitions[topic]) if key is not None else 0
+        self._produced[(topic, partition)] += 1
+        self._send(topic, key, value, partition, self._on_delivery)
 
-    def _send(self, topic: str, key: str | None, value: bytes, seq: int) -> None:
-        def delivered(err: KafkaError | None, _: Message) -> None:
-            if err is not None:
-                # Kafka gave up on it (after message.timeout.ms): produce it again rather than lose it.
-                self.redelivered += 1
-                log.warning("event_redelivered", topic=topic, error=str(err))
-                self._send(topic, key, value, seq)
-                return
-            with self._lock:
-                pending = self._pending
-                if pending and pending[0] == seq:
-                    pending.popleft()
-                    done = self._done
-                    while pending and pending[0] in done:
-                        done.discard(pending.popleft())
-                else:
-                    self._done.add(seq)
-
+    def _send(self, topic: str, key: str | bytes | None, value: bytes, partition: int, callback: Any) -> None:
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                self._producer.produce(topic, value=value, key=key, partition=partition, on_delivery=callback)
             except BufferError:
                 # The local queue is full: serve deliveries until there is room.
                 self._producer.poll(0.1)
             else:
                 return
 
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._resending += 1
+            self._resend(err, msg)
+            return
+        self._delivered[(msg.topic() or "", msg.partition() or 0)] += 1
+
+    def _on_resent(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._resend(err, msg)
+            return
+        self._resending -= 1
+        self._delivered[(msg.topic() or "", msg.partition() or 0)] += 1
+
+    def _resend(self, err: KafkaError, msg: Message) -> None:
+        """Kafka gave up on a record (after message.timeout.ms): produce it again rather than lose it."""
+        self.redelivered += 1
+        log.warning("event_redelivered", topic=msg.topic(), error=str(err))
+        self._send(msg.topic() or "", msg.key(), msg.value() or b"", msg.partition() or 0, self._on_resent)
+
     def poll(self) -> None:
         """Serve delivery callbacks without blocking."""
         self._producer.poll(0)
 
-    def _confirmed_through(self, seq: int) -> bool:
-        with self._lock:
-            return not self._pending or self._pending[0] > seq
+    def _confirmed(self, snapshot: dict[tuple[str, int], int]) -> bool:
+        delivered = self._delivered
+        return self._resending == 0 and all(delivered[key] >= count for key, count in snapshot.items())
 
     async def confirm(self, wait_s: float) -> bool:
         """Wait up to ``wait_s`` until every record produced so far is confirmed; False if that did not happen."""
-        target = self._seq
+        snapshot = dict(self._produced)
         deadline = time.monotonic() + wait_s
-        loop = asyncio.get_running_loop()
-        while not self._confirmed_through(target):
+        while True:
+            self._producer.poll(0)
+            if self._confirmed(snapshot):
+                return True
             if time.monotonic() > deadline:
                 return False
-            await loop.run_in_executor(None, self._producer.poll, 0.02)
-        return True
+            await asyncio.sleep(0.002)

@@ -92,6 +92,7 @@ class Intake:
 
     async def _take(self, batch: list[Message]) -> None:
         consumed_at = now_ms()
+        consumed = m.CONSUMED.labels(self._mode)
         new_rooms: dict[int, set[str]] = {}
         entries: list[Entry] = []
         for record in batch:
@@ -104,7 +105,7 @@ class Intake:
             if part is None or part.gone:
                 continue  # a record fetched just before its partition left; the new owner reads it again
             part.offsets.consumed(offset)
-            m.CONSUMED.labels(self._mode).inc()
+            consumed.inc()
             raw = record.value() or b""
             try:
                 message = decode(InturnMessage, record.value())
@@ -124,7 +125,6 @@ class Intake:
         """Cursors of rooms first seen since the assignment (one query per batch); retried until it works."""
         rooms = sorted(set().union(*new_rooms.values()))
         found = await retrying(lambda: self._store.cursors(rooms), "cursor_load")
-        log.debug("cursors_loaded", rooms=len(rooms), found=len(found), sample={r: found.get(r) for r in rooms[:3]})
         for partition, room_ids in new_rooms.items():
             part = self._parts.get(partition)
             if part is None:

@@ -190,13 +190,7 @@ class Rooms:
                 entry = room.queue[0]
                 if entry.part.gone:
                     return
-                with structlog.contextvars.bound_contextvars(
-                    room_id=room.room_id,
-                    message_id=entry.message.message_id,
-                    partition=entry.part.partition,
-                    offset=entry.offset,
-                ):
-                    durable_first = await self._deliver(room, entry)
+                durable_first = await self._deliver(room, entry)
                 room.queue.popleft()
                 if durable_first and room.queue:
                     # It ended without an ack (timed out, dead-lettered): nothing on the acks topic proves it
@@ -217,7 +211,6 @@ class Rooms:
         message = entry.message
         part = entry.part
         cursor = part.cursors.get(room.room_id)
-        log.debug("deliver", offset=entry.offset, cursor=cursor)
         if cursor is not None and entry.offset <= cursor:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
@@ -282,7 +275,8 @@ class Rooms:
                     return False
         room.in_flight = True
         result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
-        m.DISPATCHED.labels(platform).inc()
+        metrics = m.for_platform(platform)
+        metrics.dispatched.inc()
         self._events.emit(
             EventType.DISPATCHED,
             room.room_id,
@@ -318,7 +312,7 @@ class Rooms:
         finally:
             handle.cancel()
         if ack is None:
-            m.ACK_TIMEOUTS.labels(platform).inc()
+            metrics.ack_timeouts.inc()
             self._terminal(
                 room,
                 entry,
@@ -332,7 +326,7 @@ class Rooms:
             return True
         latency = max(0.0, (now_ms() - sent_at_ms) / 1000)
         timeout.observe(latency)
-        m.ACK_LATENCY.labels(platform).observe(latency)
+        metrics.ack_latency.observe(latency)
         self._resolved(room, entry, ack, sent_at_ms, result.platform_message_id, attempt)
         return False
 
@@ -342,7 +336,7 @@ class Rooms:
         if ack.status is AckStatus.FAILED:
             # The platform took the message but could not deliver it: a permanent failure of this message.
             raise _Failed(f"platform reported failed: {ack.error or 'no reason given'}")
-        m.ACKED.labels(entry.message.platform).inc()
+        m.for_platform(entry.message.platform).acked.inc()
         self._terminal(
             room,
             entry,
@@ -373,6 +367,7 @@ class Rooms:
                 settings.worker_breaker_open_s,
                 settings.worker_breaker_probes,
             )
+        send_latency = m.for_platform(platform).send_latency
         started = time.monotonic()
         attempt = 0
         while True:
@@ -380,8 +375,8 @@ class Rooms:
             await bucket.acquire()
             if breaker.state != "closed":
                 m.CIRCUIT_OPEN.labels(platform, prepared.account).set(1)
-            await breaker.admit()
-            m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
+                await breaker.admit()
+                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
             await entry.part.admit()
             sent_at_ms = now_ms()
             t0 = time.perf_counter()
@@ -389,7 +384,7 @@ class Rooms:
                 result = await adapter.send(prepared)
             except TransientPlatformError as exc:
                 breaker.record(False)
-                m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+                send_latency.observe(time.perf_counter() - t0)
                 elapsed = time.monotonic() - started
                 if (
                     attempt >= settings.worker_retry_max_attempts
@@ -421,10 +416,10 @@ class Rooms:
                 await asyncio.sleep(delay)
                 continue
             except PermanentPlatformError as exc:
-                m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+                send_latency.observe(time.perf_counter() - t0)
                 raise _Failed(exc.reason) from exc
             breaker.record(True)
-            m.SEND_LATENCY.labels(platform).observe(time.perf_counter() - t0)
+            send_latency.observe(time.perf_counter() - t0)
             return result, attempt, sent_at_ms
 
     def _timeout(self, platform: str) -> AckTimeout:
@@ -439,7 +434,7 @@ class Rooms:
                 min_s=s.worker_adaptive_min_ms / 1000,
                 max_s=s.worker_adaptive_max_ms / 1000,
             )
-        m.ACK_TIMEOUT_SECONDS.labels(platform).set(timeout.seconds)
+        m.for_platform(platform).ack_timeout_seconds.set(timeout.seconds)
         return timeout
 
     def _prepare_next(self, room: Room, adapter: PlatformAdapter) -> None:
@@ -469,7 +464,14 @@ class Rooms:
         self._events.dead_letter(letter, room.room_id)
         await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
         m.DEAD_LETTERS.labels(message.platform, _reason_kind(reason)).inc()
-        log.warning("dead_lettered", reason=reason)
+        log.warning(
+            "dead_lettered",
+            reason=reason,
+            room_id=room.room_id,
+            message_id=message.message_id,
+            partition=entry.part.partition,
+            offset=entry.offset,
+        )
         self._terminal(room, entry, EventType.DEAD_LETTERED, detail=reason)
         if self._settings.worker_dead_letter_policy == "block":
             room.blocked = True
@@ -534,7 +536,7 @@ class Rooms:
 
     async def _wait_unblocked(self, room: Room, part: PartitionState) -> None:
         """Policy 'block': the room waits until an operator deletes its blocked_rooms row."""
-        log.warning("room_blocked")
+        log.warning("room_blocked", room_id=room.room_id, partition=part.partition)
         while await retrying(lambda: self._store.is_blocked(room.room_id), "is_blocked", lambda: part.gone):
             if part.gone:
                 raise PartitionGone(part.partition)
