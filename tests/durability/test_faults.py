@@ -70,7 +70,10 @@ async def test_a_frozen_worker_is_fenced_after_its_partitions_move_and_never_reo
     total = pipeline.produce(rooms=400, per_room=6)
     wait_received(pipeline, total // 4)
     frozen = pipeline.workers["w1"]
-    moved = await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")
+    deadline = time.monotonic() + 60
+    while not (moved := await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")):
+        assert time.monotonic() < deadline, "w1 never owned a partition"
+        await asyncio.sleep(0.2)
     frozen.freeze()
     try:
         # Past the session timeout (6 s): the group moves w1's partitions to w2, which claims new epochs.
