@@ -38,7 +38,7 @@ class AckReader:
         )
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
         self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
-        self._catching_up: dict[int, tuple[PartitionState, int]] = {}  # partition -> (state, end offset)
+        self._catching_up: dict[int, tuple[PartitionState, int, int]] = {}  # partition -> (state, start, end)
         self._stopping = False
 
     def assign(self, parts: list[PartitionState], since_ms: int) -> None:
@@ -63,9 +63,10 @@ class AckReader:
                     TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
                 ]
                 self._consumer.incremental_assign(positioned)
+                starts = {tp.partition: tp.offset for tp in positioned}
                 for part in parts:
                     _, end = self._consumer.get_watermark_offsets(TopicPartition(topic, part.partition), timeout=10)
-                    self._catching_up[part.partition] = (part, end)
+                    self._catching_up[part.partition] = (part, starts[part.partition], end)
             else:
                 self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
                 for part in parts:
@@ -79,9 +80,11 @@ class AckReader:
         positions = self._consumer.position([TopicPartition(topic, p) for p in self._catching_up])
         ready = []
         for tp in positions:
-            part, end = self._catching_up[tp.partition]
-            # A position of OFFSET_END/INVALID (< 0) means nothing was there to read when assigned.
-            if tp.offset < 0 or tp.offset >= end:
+            part, start, end = self._catching_up[tp.partition]
+            # Before its first record the position is OFFSET_INVALID: it is then still where it was assigned.
+            # A start of OFFSET_END means no ack was published since the look-back: nothing to read.
+            position = tp.offset if tp.offset >= 0 else start
+            if start < 0 or position >= end:
                 ready.append(part)
                 del self._catching_up[tp.partition]
         return ready

@@ -1,0 +1,65 @@
+"""A new owner reads its acks partitions up to where they ended at the assignment before it sends.
+
+An ack of a message the previous owner sent proves it done when its cursor never reached PostgreSQL,
+so no partition may be declared caught up before those acks were routed. librdkafka reports
+OFFSET_INVALID as the position of a partition assigned at an explicit offset until its first record
+was consumed; that must count as "still at the start", not "nothing to read" (found by the fault
+matrix: a broker restart re-sent up to 2 messages per room before this was fixed).
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from inturn.kafka import make_consumer, make_producer, partition_for
+from inturn.schemas import Ack, AckStatus, encode, now_ms
+from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.ack_reader import AckReader
+from inturn_worker.acks import AckRouter
+from inturn_worker.events import EventLog
+from inturn_worker.partition import PartitionState
+
+pytestmark = [pytest.mark.kafka]
+
+
+def acks_end(settings: KafkaSettings, partition: int) -> int:
+    """The high watermark of one acks partition."""
+    consumer = make_consumer(settings, "acks-end")
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(settings.topic_acks, partition), timeout=10)[1])
+    finally:
+        consumer.close()
+
+
+def test_an_acks_partition_is_not_caught_up_before_the_acks_published_before_the_assignment_were_read(
+    inturn_topics: KafkaSettings, test_id: str
+) -> None:
+    settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
+    partition = partition_for("room-0", settings.topic_partitions)
+    producer = make_producer(settings)
+    for n in range(5):
+        ack = Ack(
+            room_id="room-0",
+            message_id=f"room-0#{n}",
+            platform="whatsapp",
+            platform_message_id=f"wamid.{n}",
+            status=AckStatus.DELIVERED,
+            platform_ts_ms=now_ms(),
+            received_at_ms=now_ms(),
+        )
+        producer.produce(settings.topic_acks, key="room-0", value=encode(ack))
+    assert producer.flush(30) == 0
+    assert acks_end(settings, partition) == 5
+    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    reader = AckReader(settings, AckRouter(3600), events)
+    part = PartitionState(partition, lease_s=5)
+    try:
+        reader.assign([part], since_ms=0)
+        reader._apply_changes()  # the reader's own first step, without its consume round
+        ready = reader._caught_up()  # the step the bug is in
+    finally:
+        reader._consumer.close()  # close() needs the reader's event loop; this test has none
+    # Five acks wait at offsets 0..4 and none was read: the partition must not be ready to send yet.
+    assert part not in ready
