@@ -112,7 +112,7 @@ class Intake:
             except SchemaError as exc:
                 await self._undecodable(part, offset, raw, record.key(), exc.reason)
                 continue
-            entries.append(Entry(part, offset, message, raw, consumed_at))
+            entries.append(Entry(part, offset, message, consumed_at))
             if message.room_id not in part.cursors:
                 new_rooms.setdefault(partition, set()).add(message.room_id)
         if new_rooms:

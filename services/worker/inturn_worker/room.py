@@ -21,7 +21,7 @@ import structlog
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, now_ms
+from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
@@ -39,8 +39,7 @@ class Entry:
 
     part: PartitionState
     offset: int
-    message: Message
-    raw: bytes
+    message: Message  # the dead letter re-encodes it, so the consumed bytes are not kept per buffered message
     consumed_at_ms: int
     prepared: PreparedSend | PermanentPlatformError | None = None
 
@@ -454,7 +453,7 @@ class Rooms:
         letter = DeadLetter.of(
             "worker",
             reason,
-            entry.raw,
+            encode(message),
             room_id=room.room_id,
             message_id=message.message_id,
             topic=self._settings.topic_messages,
