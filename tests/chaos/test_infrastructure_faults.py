@@ -72,7 +72,7 @@ def test_kill_9_of_the_webhook_every_15_s_keeps_every_room_in_order(chaos_pipeli
     line = chaos_pipeline
     for name in ("w1", "w2"):
         line.add_worker(name)
-    per_room = PER_ROOM + 4
+    per_room = PER_ROOM * 3  # long enough for at least two kills
     total = line.produce(rooms=ROOMS, per_room=per_room)
     scenario = Scenario("kill -9 the webhook every 15 s", line, f"{ROOMS} rooms x {per_room}, 2 workers")
     webhook = line.webhook
@@ -92,7 +92,7 @@ def test_kill_9_of_the_webhook_every_15_s_keeps_every_room_in_order(chaos_pipeli
     report = scenario.verdict()
     stats = line.stats()
     print(f"chaos:   callbacks retried {stats['callback_retries']}, given up {stats['callbacks_failed']}")
-    assert scenario.faults, "the run ended before the first kill"
+    assert len(scenario.faults) >= 2, "the run ended before the second kill"
     assert_target(scenario, report)
 
 
@@ -152,12 +152,14 @@ def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
         report = scenario.verdict()
     finally:
         line.stop()
+    twice = sum(1 for room in report.rooms.values() if room.duplicated > 1)
+    print(f"chaos:   rooms with more than one message sent again: {twice} (1 at most is the in-flight one)")
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     if report.duplicated > scenario.bound:
-        # A known worker bug, pinned deterministically (strict xfail) in test_ack_catch_up.py.
+        # Seen in some runs (docs/reliability.md, known problem 1): re-sends of messages acked before the outage.
         pytest.xfail(
             f"{report.duplicated} duplicates > bound {scenario.bound}: messages acked just before the outage are "
-            "sent again because the new owner marks its acks partitions caught up before reading them"
+            "sent again after the partitions were lost (docs/reliability.md, known problem 1)"
         )
 
 
