@@ -76,6 +76,12 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
     total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
     scenario = Scenario("SIGSTOP a worker past the session timeout", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
     progress(scenario, 0.25, total)
+    topic = line.topics.topic_messages
+    deadline = time.monotonic() + 60
+    # Freeze a member of a settled group: both workers own partitions (not w2 still joining).
+    while not (owned_partitions(line.postgres_dsn, topic, "w1") and owned_partitions(line.postgres_dsn, topic, "w2")):
+        assert time.monotonic() < deadline, "the group never settled with both workers owning partitions"
+        time.sleep(0.3)  # polling the condition above, with a deadline
     frozen = line.workers["w1"]
     moved = owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1")
     frozen.freeze()
