@@ -265,6 +265,9 @@ class Rooms:
         platform = message.platform
         future: asyncio.Future[Ack | None] | None = None
         if self._awaits_ack:
+            # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing
+            # ack evidence that the message still needs sending.
+            await entry.part.admit()
             future = self._router.expect(room.room_id, message.message_id)
             if future.done():
                 # Acked before we sent it: a previous owner sent it and the ack raced the takeover.
