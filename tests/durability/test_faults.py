@@ -133,3 +133,47 @@ def test_postgres_stopped_for_a_while_pauses_sending_and_progress_resumes_withou
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     assert report.duplicated == 0, report.summary()
     assert stalled_at < total, "the outage came too late to test anything"
+
+
+def test_sigterm_turns_readiness_false_at_once_and_a_second_signal_exits_without_waiting(pipeline: Pipeline) -> None:
+    import json
+    import signal
+    import urllib.error
+    import urllib.request
+
+    # The platform withholds room-0's acks: its first message stays in flight, so the drain has to wait.
+    request = urllib.request.Request(  # noqa: S310 - the simulator on loopback
+        f"{pipeline.sim_url}/_sim/config",
+        data=json.dumps({"withhold_recipients": ["491700000000"]}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - loopback
+    worker = pipeline.add_worker("w1", INTURN_WORKER_ACK_TIMEOUT_MS="60000", INTURN_WORKER_REVOKE_GRACE_MS="60000")
+    ready_url = (worker.health_url or "").replace("/healthz", "/readyz")
+    pipeline.produce(rooms=1, per_room=2)
+    wait_received(pipeline, 1)
+
+    def ready() -> int:
+        try:
+            with urllib.request.urlopen(ready_url, timeout=5) as resp:  # noqa: S310 - loopback
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    deadline = time.monotonic() + 30
+    while ready() != 200:
+        assert time.monotonic() < deadline, "the worker never became ready"
+        time.sleep(0.1)
+    worker.signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while ready() != 503:
+        assert time.monotonic() < deadline, "readiness stayed true after SIGTERM"
+        time.sleep(0.05)
+    assert worker.running, "the drain should still be waiting for the withheld ack"
+    started = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    while worker.running:
+        assert time.monotonic() - started < 5, "a second signal did not exit at once"
+        time.sleep(0.05)
+    assert worker.stop() == 130
