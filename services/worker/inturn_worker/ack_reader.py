@@ -8,11 +8,12 @@ while the partition moved are not missed (DESIGN.md, invariant 5).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
-from confluent_kafka import OFFSET_END, Message, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaException, Message, TopicPartition
 
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
@@ -40,6 +41,7 @@ class AckReader:
         self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
         self._catching_up: dict[int, tuple[PartitionState, int, int]] = {}  # partition -> (state, start, end)
         self._stopping = False
+        self._retry_at = 0.0
 
     def assign(self, parts: list[PartitionState], since_ms: int) -> None:
         """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
@@ -51,26 +53,47 @@ class AckReader:
         self._changes.append(("unassign", parts, 0))
 
     def _apply_changes(self) -> None:
-        topic = self._settings.topic_acks
+        """Apply queued (un)assignments in order; a Kafka error leaves the change queued and retried a second
+        later (a broker restarting answers NOT_LEADER and the like), never ending the worker."""
+        if time.monotonic() < self._retry_at:
+            return
         while self._changes:
-            action, parts, since_ms = self._changes.popleft()
-            if not parts:
-                continue
-            if action == "assign":
-                wanted = [TopicPartition(topic, p.partition, since_ms) for p in parts]
-                found = self._consumer.offsets_for_times(wanted, timeout=10)
-                positioned = [
-                    TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
-                ]
-                self._consumer.incremental_assign(positioned)
-                starts = {tp.partition: tp.offset for tp in positioned}
-                for part in parts:
-                    _, end = self._consumer.get_watermark_offsets(TopicPartition(topic, part.partition), timeout=10)
-                    self._catching_up[part.partition] = (part, starts[part.partition], end)
-            else:
-                self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
-                for part in parts:
-                    self._catching_up.pop(part.partition, None)
+            action, parts, since_ms = self._changes[0]
+            try:
+                if parts:
+                    self._apply(action, parts, since_ms)
+            except KafkaException as exc:
+                log.warning(
+                    "acks_assignment_retry", action=action, partitions=[p.partition for p in parts], error=str(exc)
+                )
+                self._retry_at = time.monotonic() + 1.0
+                return
+            self._changes.popleft()
+
+    def _apply(self, action: str, parts: list[PartitionState], since_ms: int) -> None:
+        topic = self._settings.topic_acks
+        if action != "assign":
+            self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
+            for part in parts:
+                self._catching_up.pop(part.partition, None)
+            return
+        # Everything that can fail comes before the assignment, so a retry starts from a clean slate.
+        found = self._consumer.offsets_for_times(
+            [TopicPartition(topic, p.partition, since_ms) for p in parts], timeout=10
+        )
+        failed = [tp for tp in found if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
+        ends = {
+            p.partition: self._consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=10)[1]
+            for p in parts
+        }
+        # No ack at or after since_ms (offset -1): start at the end, nothing published since then was missed.
+        positioned = [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+        self._consumer.incremental_assign(positioned)
+        for tp in positioned:
+            part = next(p for p in parts if p.partition == tp.partition)
+            self._catching_up[tp.partition] = (part, tp.offset, ends[tp.partition])
 
     def _caught_up(self) -> list[PartitionState]:
         """Parts whose acks partition was read up to its end at the assignment."""
