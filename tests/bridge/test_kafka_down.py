@@ -68,6 +68,10 @@ def envelope(message: Message, pubsub_id: str) -> bytes:
     return orjson.dumps(body)
 
 
+# In the fault matrix (make chaos), not in make test: on a loaded box the Pub/Sub emulator sometimes leaves one
+# nacked ordered message undelivered for minutes (docs/bridge.md, the emulator's redelivery defects), which would
+# make CI fail for a reason that is not inturn's.
+@pytest.mark.chaos
 async def test_while_kafka_is_down_pulled_messages_are_nacked_and_pushes_get_503_and_afterwards_all_arrive_in_order(
     broker: LocalKafka, own_topics: KafkaSettings, ordered: Ordered, test_id: str
 ) -> None:
