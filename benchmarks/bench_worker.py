@@ -16,22 +16,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from inturn import topics
 from inturn.devstack import LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
-from inturn.kafka import make_admin, make_consumer
+from inturn.kafka import committed_total, make_admin
 from inturn.settings import KafkaSettings
-
-
-def _committed(settings: KafkaSettings, group: str) -> int:
-    consumer = make_consumer(settings, group)
-    try:
-        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
-        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
-    finally:
-        consumer.close()
 
 
 def _gauge(url: str, name: str) -> float:
@@ -80,7 +69,7 @@ def _scenario(
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
         peak_rooms = 0.0
         deadline = time.monotonic() + within
-        while _committed(settings, line.group) < total:
+        while committed_total(settings, line.group) < total:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name}: not done after {within}s")
             peak_rooms = max(peak_rooms, _gauge(worker_url, "inturn_worker_active_rooms"))

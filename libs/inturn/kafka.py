@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from confluent_kafka import Consumer as _Consumer
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from inturn.errors import KafkaClientError
@@ -82,6 +82,17 @@ def consume_batch(consumer: _Consumer, max_messages: int, timeout: float) -> lis
     if max_messages <= 1:
         return [first]
     return [first, *consumer.consume(num_messages=max_messages - 1, timeout=0)]
+
+
+def committed_total(settings: KafkaSettings, group: str) -> int:
+    """The sum of ``group``'s committed offsets over the messages partitions (0 where none): how many
+    messages the group has finished, when it started from the beginning."""
+    consumer = make_consumer(settings, group)
+    try:
+        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
+    finally:
+        consumer.close()
 
 
 def make_admin(settings: KafkaSettings) -> AdminClient:

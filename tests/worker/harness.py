@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 from confluent_kafka import TopicPartition
 
-from inturn.kafka import AsyncProducer, make_consumer, make_producer
+from inturn.kafka import AsyncProducer, committed_total, make_consumer, make_producer
 from inturn.schemas import Ack, AckStatus, Event, EventType, Message, decode, decode_callback_data, encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
@@ -227,12 +227,7 @@ async def wait_for(condition: Callable[[], bool], within: float, what: str, bloc
 
 def committed(settings: KafkaSettings, group: str) -> int:
     """The sum of the group's committed offsets over the messages partitions (blocking)."""
-    consumer = make_consumer(settings, group)
-    try:
-        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
-        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
-    finally:
-        consumer.close()
+    return committed_total(settings, group)
 
 
 def read_topic(

@@ -26,7 +26,7 @@ from rich.table import Table
 from inturn import topics
 from inturn.devstack.pipeline import Pipeline
 from inturn.devstack.stack import LocalStack
-from inturn.kafka import make_admin, make_consumer
+from inturn.kafka import committed_total, make_admin
 from inturn.receipts import Report
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
@@ -58,17 +58,6 @@ class ModeResult:
     messages: int
     seconds: float
     device: Report
-
-
-def _committed(settings: KafkaSettings, group: str) -> int:
-    consumer = make_consumer(settings, group)
-    try:
-        from confluent_kafka import TopicPartition
-
-        parts = [TopicPartition(settings.topic_messages, p) for p in range(settings.topic_partitions)]
-        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
-    finally:
-        consumer.close()
 
 
 def _create_subscription(host: str, topic_id: str, subscription_id: str) -> None:
@@ -151,7 +140,7 @@ def _run_mode(
         while True:
             received = len({(r["room_id"], r["message_id"]) for r in line.receipts()})
             progress.update(task, completed=received)
-            if received >= messages and _committed(settings, line.group) >= messages:
+            if received >= messages and committed_total(settings, line.group) >= messages:
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{mode}: {received}/{messages} delivered after 240 s")
