@@ -12,6 +12,7 @@ alone; the same code runs against the real services in the other worker tests.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from typing import Any
 
@@ -141,7 +142,7 @@ class RoomMachine(RuleBasedStateMachine):
     def _checkpoint_round(self) -> None:
         """What the worker's checkpoint does for the partition when a round succeeds."""
         self.part.rounds_taken += 1
-        self.part.durable(self.part.rounds_taken)
+        self.part.durable(self.part.rounds_taken, time.monotonic())
 
     def _terminal(self) -> Counter[str]:
         return Counter(mid for kind, mid in self.recorder.events if kind in TERMINAL_EVENTS)

@@ -65,6 +65,7 @@ class Checkpoint:
     async def once(self, only: list[PartitionState] | None = None) -> dict[int, int] | None:
         """One round; returns the offsets that may be committed (None when the round failed)."""
         async with self._lock:
+            began = time.monotonic()
             parts = only if only is not None else [p for p in self._parts.values() if not p.gone]
             updates = self._rooms.take_cursor_updates()
             taken = {}
@@ -101,7 +102,7 @@ class Checkpoint:
                 if part.partition in fenced:
                     self._fence(part)
                 elif part.epoch is not None:
-                    part.durable(taken[part.partition])
+                    part.durable(taken[part.partition], began)
                     if part.partition in committable:
                         allowed[part.partition] = committable[part.partition]
             now = time.monotonic()

@@ -46,9 +46,10 @@ class PartitionState:
         """Revoked, lost or fenced: nothing more may be sent for it."""
         return self.revoked or self.fenced
 
-    def renew(self) -> None:
-        """A checkpoint under this partition's epoch succeeded."""
-        self._lease_until = time.monotonic() + self._lease_s
+    def renew(self, since: float | None = None) -> None:
+        """A checkpoint under this partition's epoch succeeded; the lease counts from ``since``, when that round
+        began (a round that straddled a freeze of this process must not grant a fresh lease afterwards)."""
+        self._lease_until = (time.monotonic() if since is None else since) + self._lease_s
         self._renewed.set()
         self._renewed = asyncio.Event()
 
@@ -61,10 +62,10 @@ class PartitionState:
         self.acks_ready = True
         self.wake()
 
-    def durable(self, taken: int) -> None:
-        """The checkpoint round ``taken`` (which took this partition's updates) succeeded."""
+    def durable(self, taken: int, since: float) -> None:
+        """The checkpoint round ``taken`` (which took this partition's updates), begun at ``since``, succeeded."""
         self.rounds_durable = max(self.rounds_durable, taken)
-        self.renew()
+        self.renew(since)
 
     async def wait_durable(self) -> None:
         """Wait until every cursor update recorded so far is in PostgreSQL (the next checkpoint round)."""
