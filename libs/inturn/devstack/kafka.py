@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from types import TracebackType
@@ -175,13 +174,3 @@ class LocalKafka:
 
     def __exit__(self, *exc: object | TracebackType) -> None:
         self.cleanup()
-
-
-def measure_start_seconds() -> float:
-    """Start and stop a throwaway broker; the seconds from launch to serving metadata."""
-    broker = LocalKafka()
-    t0 = time.monotonic()
-    broker.start()
-    elapsed = time.monotonic() - t0
-    broker.cleanup()
-    return elapsed

@@ -140,8 +140,3 @@ class AckRouter:
                 self._early.pop(key, None)
             else:
                 self._early_pmid.pop(pmid, None)
-
-    @property
-    def early_count(self) -> int:
-        """Acks held while waiting for their message."""
-        return len(self._early) + len(self._early_pmid)
