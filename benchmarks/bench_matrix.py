@@ -1,0 +1,395 @@
+"""The scenario matrix: key-level ('ack') against partition-level ('partition') ordering against the raw HTTP
+loop of the same box, per room count and ack rate, with 1 KB messages and a lognormal platform latency.
+
+Per scenario (rooms x ack rate), each on fresh topics of the same partition count, in one Kafka and one
+PostgreSQL for the whole matrix:
+
+1. raw: the simulator and the webhook driven by ``benchmarks.bare_post`` (no Kafka on the send side, no
+   ordering, concurrency = rooms capped at the worker's HTTP pool size); rate = sends the simulator
+   accepted / the client's wall time.
+2. one backlog (1 KB messages, rooms interleaved) produced to two messages topics, one per mode;
+3. per mode: simulator + webhook + one worker; after the first send is accepted and a warm-up, count the
+   receipt log's sends accepted in a fixed window, then stop without waiting for the backlog to drain
+   ('partition' mode at 100 ms latency would take hours). The worker's CPU over the window gives CPU per
+   delivered message; the events topic and the receipt log give the added latencies
+   (``benchmarks.matrix_figures``); the receipt checker gives lost/reordered/duplicated.
+
+The simulator's drop rate is the share of lost acks (ack rate 0.85 = drop rate 0.15); an ack that never
+comes costs the room the ack timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from benchmarks import matrix_figures as figures
+from inturn import topics
+from inturn.devstack import KAFKA_VERSION, LocalKafka, LocalPostgres
+from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn.kafka import base_config, make_admin, make_producer
+from inturn.receipts import check
+from inturn.schemas import Message, encode, now_ms
+from inturn.settings import KafkaSettings
+
+PARTITIONS = 12  # the project's default topic_partitions; both modes use the same count
+PAYLOAD_BYTES = 1024
+ACK_RATES = (1.0, 0.85)
+LATENCY_MS = {"median": 100, "p99": 400, "max": 2000}
+ACK_TIMEOUT_MS = 1500
+RAW_CONCURRENCY_CAP = 200  # the worker's default HTTP pool size (INTURN_WORKER_POOL_SIZE)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big and how long: the full matrix or the quick one."""
+
+    rooms: tuple[int, ...]
+    backlog: int  # messages produced per scenario at least (2 per room at least)
+    raw_requests: int
+    warmup_s: float
+    window_s: float
+
+
+FULL = Plan(rooms=(100, 1000, 5000, 25_000), backlog=50_000, raw_requests=15_000, warmup_s=5, window_s=25)
+QUICK = Plan(rooms=(100, 1000), backlog=15_000, raw_requests=5_000, warmup_s=3, window_s=10)
+
+
+def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = ACK_RATES) -> dict[str, Any]:
+    """Every scenario of the plan; a scenario that fails is recorded with its error and the others go on."""
+    plan = plan or (QUICK if quick else FULL)
+    started = time.time()
+    machine = _machine()
+    scenarios: list[dict[str, Any]] = []
+    with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
+        for rooms in plan.rooms:
+            for ack_rate in ack_rates:
+                name = f"r{rooms}a{round(ack_rate * 100)}"
+                print(f"-- scenario {name}: {rooms} rooms, ack rate {ack_rate}", flush=True)
+                try:
+                    scenarios.append(_scenario(kafka, pg, plan, name, rooms, ack_rate))
+                except Exception as exc:  # noqa: BLE001 - one failed scenario must not hide the others' figures
+                    print(f"scenario {name} failed: {exc!r}", file=sys.stderr, flush=True)
+                    scenarios.append({"name": name, "rooms": rooms, "ack_rate": ack_rate, "error": repr(exc)})
+    machine["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
+    return {
+        "machine": machine,
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 1),
+        "quick": quick,
+        "setup": {
+            "partitions": PARTITIONS,
+            "payload_bytes": PAYLOAD_BYTES,
+            "latency_ms": LATENCY_MS,
+            "ack_rates": list(ack_rates),
+            "ack_timeout_ms": ACK_TIMEOUT_MS,
+            "raw_concurrency_cap": RAW_CONCURRENCY_CAP,
+            "backlog_min": plan.backlog,
+            "raw_requests": plan.raw_requests,
+            "warmup_s": plan.warmup_s,
+            "window_s": plan.window_s,
+            "workers": 1,
+        },
+        "scenarios": scenarios,
+        "failed_scenarios": sum(1 for s in scenarios if "error" in s),
+    }
+
+
+def _machine() -> dict[str, Any]:
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_kb = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")), 0)
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "unknown")
+    return {
+        "cpus": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "ram_gb": round(total_kb / 1024 / 1024, 1),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "kafka": KAFKA_VERSION,
+        "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
+    }
+
+
+def _topics(kafka: LocalKafka, name: str) -> KafkaSettings:
+    settings = KafkaSettings(
+        kafka_bootstrap=kafka.bootstrap,
+        topic_messages=f"{name}.messages",
+        topic_acks=f"{name}.acks",
+        topic_events=f"{name}.events",
+        topic_dlq=f"{name}.dlq",
+        topic_partitions=PARTITIONS,
+    )
+    topics.create(make_admin(settings), settings)
+    return settings
+
+
+def _sim_env(ack_rate: float) -> dict[str, str]:
+    return {
+        "INTURN_SIM_LATENCY_MEDIAN_MS": str(LATENCY_MS["median"]),
+        "INTURN_SIM_LATENCY_P99_MS": str(LATENCY_MS["p99"]),
+        "INTURN_SIM_LATENCY_MAX_MS": str(LATENCY_MS["max"]),
+        "INTURN_SIM_DROP_RATE": f"{1 - ack_rate:.4f}",
+        "INTURN_LOG_LEVEL": "WARNING",
+    }
+
+
+def _scenario(
+    kafka: LocalKafka, pg: LocalPostgres, plan: Plan, name: str, rooms: int, ack_rate: float
+) -> dict[str, Any]:
+    sim_env = _sim_env(ack_rate)
+    raw = _raw(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
+    per_room = max(2, math.ceil(plan.backlog / rooms))
+    modes = {mode: _topics(kafka, f"{name}-{mode}") for mode in ("ack", "partition")}
+    t0 = time.monotonic()
+    produced = _produce(list(modes.values()), rooms, per_room, prefix=name)
+    produce_s = time.monotonic() - t0
+    high = max(5000, 2 * rooms)  # the worker must be able to hold every room at once
+    measured = {
+        mode: _measure(pg, settings, plan, f"{name}-{mode}", mode, sim_env, produced, high)
+        for mode, settings in modes.items()
+    }
+    ack, part = measured["ack"], measured["partition"]
+    return {
+        "name": name,
+        "rooms": rooms,
+        "ack_rate": ack_rate,
+        "backlog": sum(len(ids) for ids in produced.values()),
+        "per_room": per_room,
+        "produce_s": round(produce_s, 1),
+        "worker_high_watermark": high,
+        "raw": raw,
+        "ack": ack,
+        "partition": part,
+        "ack_over_partition": _ratio(ack["msgs_per_s"], part["msgs_per_s"]),
+        "ack_over_raw": _ratio(ack["msgs_per_s"], raw["msgs_per_s"]),
+        "partition_over_raw": _ratio(part["msgs_per_s"], raw["msgs_per_s"]),
+        "ack_cpu_over_raw_cpu": _ratio(ack["worker_cpu_us_per_message"], raw["cpu_us_per_request"]),
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
+    """The raw HTTP loop: bare POSTs to the simulator (which calls the webhook back), no ordering."""
+    settings = _topics(kafka, name)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
+    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
+    line.start_sim()
+    line.start_webhook()
+    concurrency = min(rooms, RAW_CONCURRENCY_CAP)
+    try:
+        url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
+        command = [sys.executable, "-m", "benchmarks.bare_post", url, ACCESS_TOKEN]
+        command += [str(requests), str(concurrency), str(rooms), str(PAYLOAD_BYTES)]
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        bare: dict[str, Any] = json.loads(out)
+        accepted = int(line.stats()["accepted"])
+    finally:
+        line.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "requests": bare["requests"],
+        "failures": bare["failures"],
+        "concurrency": concurrency,
+        "accepted_by_platform": accepted,
+        "wall_s": round(bare["wall_s"], 2),
+        "msgs_per_s": round(accepted / bare["wall_s"], 1),
+        "cpu_us_per_request": round(bare["cpu_us_per_request"], 1),
+    }
+
+
+def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
+    """The same backlog to every target's messages topic, rooms interleaved; each room's order."""
+    producer = make_producer(targets[0])
+    filler = "x" * PAYLOAD_BYTES
+    produced: dict[str, list[str]] = {f"{prefix}-{r}": [] for r in range(rooms)}
+    count = 0
+    for n in range(per_room):
+        for r in range(rooms):
+            room = f"{prefix}-{r}"
+            message_id = f"{room}#{n}"
+            value = encode(
+                Message(
+                    room_id=room,
+                    message_id=message_id,
+                    platform="whatsapp",
+                    account=PHONE_NUMBER_ID,
+                    recipient=f"49170{r:07d}",
+                    payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+                    created_at_ms=now_ms(),
+                )
+            )
+            for target in targets:
+                while True:
+                    try:
+                        producer.produce(target.topic_messages, key=room, value=value)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+            produced[room].append(message_id)
+            count += 1
+            if count % 5_000 == 0:
+                producer.poll(0)
+    try:
+        if producer.flush(120) != 0:
+            raise RuntimeError("could not produce the whole backlog")
+    finally:
+        producer.close()
+    return produced
+
+
+def _measure(
+    pg: LocalPostgres,
+    settings: KafkaSettings,
+    plan: Plan,
+    name: str,
+    mode: str,
+    sim_env: dict[str, str],
+    produced: dict[str, list[str]],
+    high_watermark: int,
+) -> dict[str, Any]:
+    worker_env = {
+        "INTURN_WORKER_MODE": mode,
+        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
+        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
+        "INTURN_WORKER_HIGH_WATERMARK": str(high_watermark),
+        "INTURN_WORKER_LOW_WATERMARK": str(high_watermark // 2),
+        "INTURN_LOG_LEVEL": "WARNING",
+    }
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
+    line = Pipeline(settings, pg.dsn, workdir, group=f"matrix-{name}", sim=sim_env, worker=worker_env)
+    try:
+        line.start_sim()
+        line.start_webhook()
+        worker = line.add_worker("w1")
+        metrics_url = (worker.health_url or "").rsplit("/", 1)[0] + "/metrics"
+        deadline = time.monotonic() + 120
+        while int(line.stats()["accepted"]) == 0:
+            if time.monotonic() > deadline or not worker.running:
+                raise TimeoutError(f"{name}: no send reached the simulator within 120 s (log: {worker.log_file})")
+            time.sleep(0.2)
+        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + plan.warmup_s, 0.0)
+        start_ms, cpu0 = now_ms(), worker.cpu_seconds()
+        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + plan.window_s, peak_rooms)
+        end_ms, cpu1 = now_ms(), worker.cpu_seconds()
+        rss, peak_rss = worker.rss_mb()
+        if not worker.running:
+            raise RuntimeError(f"{name}: the worker exited during the window (log: {worker.log_file})")
+        events = _read_events(settings)  # before the receipts: every acked message then has its receipt
+        receipts = line.receipts()
+    finally:
+        line.stop()
+    delivered = figures.accepted_in(receipts, start_ms, end_ms)
+    window_s = (end_ms - start_ms) / 1000
+    verdict = figures.verdict(check(receipts, produced), produced, receipts)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "mode": mode,
+        "window_s": round(window_s, 2),
+        "delivered_in_window": delivered,
+        "msgs_per_s": round(delivered / window_s, 1),
+        "worker_cpu_s": round(cpu1 - cpu0, 2),
+        "worker_cpu_us_per_message": round((cpu1 - cpu0) / delivered * 1e6, 1) if delivered else None,
+        "worker_rss_mb": round(rss, 1),
+        "worker_peak_rss_mb": round(peak_rss, 1),
+        "peak_active_rooms": peak_rooms,
+        "backlog_left_at_end": verdict["not_yet_sent"],
+        "latency": figures.latencies(events, receipts, start_ms, end_ms, partition_turns=mode == "partition"),
+        "receipts": verdict,
+    }
+
+
+def _sample_rooms(metrics_url: str, until: float, peak: float) -> float:
+    """Wait until ``until`` (monotonic), reading the worker's active-rooms gauge every 2 s; the peak seen."""
+    while (left := until - time.monotonic()) > 0:
+        peak = max(peak, _gauge(metrics_url, "inturn_worker_active_rooms"))
+        time.sleep(min(2.0, max(left, 0.0)))
+    return peak
+
+
+def _gauge(metrics_url: str, name: str) -> float:
+    """A gauge from the worker's /metrics; 0 when the busy worker does not answer in time."""
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=5) as resp:  # noqa: S310 - loopback
+            for line in resp.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+    except (TimeoutError, OSError):
+        return 0.0
+    return 0.0
+
+
+def _read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
+    """Every event on the events topic up to its end right now, decoded."""
+    consumer = Consumer(
+        {**base_config(settings), "group.id": f"{settings.topic_events}-reader", "enable.auto.commit": False}
+    )
+    try:
+        metadata = consumer.list_topics(settings.topic_events, timeout=10).topics[settings.topic_events]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(settings.topic_events, p), timeout=10)[1]
+            for p in metadata.partitions
+        }
+        left = {p: end for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(settings.topic_events, p, OFFSET_BEGINNING) for p in left])
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 120
+        while left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"events topic not read to its end within 120 s: {left}")
+            for record in consumer.consume(num_messages=5000, timeout=1):
+                if record.error() is not None:
+                    raise RuntimeError(f"reading events: {record.error()}")
+                partition, offset = record.partition(), record.offset()
+                if partition is not None and offset is not None and partition in left and offset < left[partition]:
+                    events.append(orjson.loads(record.value() or b"{}"))
+                    if offset + 1 >= left[partition]:
+                        del left[partition]
+        return events
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A chosen part of the matrix, for development: ``python -m benchmarks.bench_matrix --rooms 100``."""
+    import argparse
+    import dataclasses
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_matrix", description=__doc__)
+    parser.add_argument("--rooms", type=int, nargs="+", default=list(QUICK.rooms))
+    parser.add_argument("--ack-rates", type=float, nargs="+", default=list(ACK_RATES))
+    parser.add_argument("--backlog", type=int, default=QUICK.backlog)
+    parser.add_argument("--raw-requests", type=int, default=QUICK.raw_requests)
+    parser.add_argument("--warmup", type=float, default=QUICK.warmup_s)
+    parser.add_argument("--window", type=float, default=QUICK.window_s)
+    args = parser.parse_args(argv)
+    plan = dataclasses.replace(
+        QUICK,
+        rooms=tuple(args.rooms),
+        backlog=args.backlog,
+        raw_requests=args.raw_requests,
+        warmup_s=args.warmup,
+        window_s=args.window,
+    )
+    print(json.dumps(run(quick=True, plan=plan, ack_rates=tuple(args.ack_rates)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

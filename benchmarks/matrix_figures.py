@@ -1,0 +1,155 @@
+"""The figures of the benchmark matrix, computed from what the platform simulator and the worker recorded.
+
+Pure functions over plain records, so they can be checked on hand-made data:
+
+- receipts: the simulator's receipt log (``seq``, ``room_id``, ``message_id``, ``accepted_at_ms`` when the
+  send was accepted, ``delivered_at_ms`` when the drawn latency had passed, ``duplicate``);
+- events: the worker's records on the events topic, decoded to dicts (``type``, ``room_id``, ``message_id``,
+  ``partition``, ``offset``, ``ts_ms``, ``consumed_at_ms``, ``sent_at_ms``, ``acked_at_ms``).
+
+Throughput is counted from the receipts (what reached the platform), never from the worker's counters.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from inturn.receipts import Report
+
+#: Event types after which a room (and in 'partition' mode its partition) may send its next message.
+TERMINAL = frozenset({"acked", "ack_timeout", "dead_lettered", "skipped_duplicate", "sent"})
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q`` percentile (0 < q <= 100) of ``values``; None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """p50, p99 and how many values they were taken from."""
+    return {"p50": percentile(values, 50), "p99": percentile(values, 99), "n": len(values)}
+
+
+def accepted_in(receipts: Iterable[Mapping[str, Any]], start_ms: int, end_ms: int) -> int:
+    """First deliveries of inturn's messages whose send the platform accepted in [start_ms, end_ms)."""
+    return sum(
+        1
+        for r in receipts
+        if r.get("room_id") is not None and not r.get("duplicate") and start_ms <= r["accepted_at_ms"] < end_ms
+    )
+
+
+def latencies(
+    events: Sequence[Mapping[str, Any]],
+    receipts: Iterable[Mapping[str, Any]],
+    start_ms: int,
+    end_ms: int,
+    *,
+    partition_turns: bool,
+) -> dict[str, Any]:
+    """Added latency of the messages sent in [start_ms, end_ms), in milliseconds.
+
+    - ``consumed_to_sent``: sent_at_ms - consumed_at_ms of each ``dispatched`` event. Under a standing
+      backlog this is mostly the wait behind the room's earlier messages.
+    - ``turn_to_sent``: sent_at_ms minus the moment the message's turn came: the later of its consumption
+      and the terminal event of the room's previous message (with ``partition_turns``, also of the
+      partition's latest terminal event before the send: 'partition' mode has one in flight per partition).
+    - ``ack_at_webhook_minus_injected``: (acked_at_ms - sent_at_ms) - (delivered_at_ms - accepted_at_ms):
+      the ack's round trip as the webhook received it, minus the latency the simulator injected.
+    - ``ack_at_worker_minus_injected``: the same with the ``acked`` event's ts_ms (when the worker had the
+      ack from the acks topic and resolved the message) instead of the webhook's acked_at_ms.
+    """
+    room_terminals: dict[str, list[tuple[int, int]]] = {}  # room -> sorted (offset, ts_ms)
+    partition_terminals: dict[int, list[int]] = {}  # partition -> sorted ts_ms
+    for e in events:
+        if e["type"] in TERMINAL:
+            room_terminals.setdefault(e["room_id"], []).append((e["offset"], e["ts_ms"]))
+            partition_terminals.setdefault(e["partition"], []).append(e["ts_ms"])
+    for terminals in room_terminals.values():
+        terminals.sort()
+    for stamps in partition_terminals.values():
+        stamps.sort()
+
+    consumed_to_sent: list[float] = []
+    turn_to_sent: list[float] = []
+    for e in events:
+        if e["type"] != "dispatched" or not start_ms <= e["sent_at_ms"] < end_ms:
+            continue
+        sent, consumed = e["sent_at_ms"], e["consumed_at_ms"]
+        consumed_to_sent.append(sent - consumed)
+        turn = consumed
+        earlier = room_terminals.get(e["room_id"], [])
+        i = bisect.bisect_left(earlier, (e["offset"], -1))
+        if i > 0:
+            turn = max(turn, earlier[i - 1][1])
+        if partition_turns:
+            stamps = partition_terminals.get(e["partition"], [])
+            j = bisect.bisect_right(stamps, sent)
+            if j > 0:
+                turn = max(turn, stamps[j - 1])
+        turn_to_sent.append(sent - turn)
+
+    injected: dict[tuple[str, str], int] = {}
+    for r in receipts:
+        if r.get("room_id") is not None and not r.get("duplicate"):
+            injected[(r["room_id"], r["message_id"])] = r["delivered_at_ms"] - r["accepted_at_ms"]
+    at_webhook: list[float] = []
+    at_worker: list[float] = []
+    timeouts = 0
+    for e in events:
+        sent = e.get("sent_at_ms")
+        if sent is None or not start_ms <= sent < end_ms:
+            continue
+        if e["type"] == "ack_timeout":
+            timeouts += 1
+        elif e["type"] == "acked" and (drawn := injected.get((e["room_id"], e["message_id"]))) is not None:
+            at_webhook.append(e["acked_at_ms"] - sent - drawn)
+            at_worker.append(e["ts_ms"] - sent - drawn)
+    return {
+        "consumed_to_sent_ms": spread(consumed_to_sent),
+        "turn_to_sent_ms": spread(turn_to_sent),
+        "ack_at_webhook_minus_injected_ms": spread(at_webhook),
+        "ack_at_worker_minus_injected_ms": spread(at_worker),
+        "ack_timeouts": timeouts,
+    }
+
+
+def verdict(
+    report: Report, produced: Mapping[str, Sequence[str]], receipts: Iterable[Mapping[str, Any]]
+) -> dict[str, int]:
+    """The receipt checker's totals for a run stopped before its backlog drained.
+
+    ``lost`` counts only messages missing before a later message of the same room that did arrive (a
+    gap); messages after a room's last arrival are ``not_yet_sent`` when the measurement stopped.
+    """
+    position = {room: {m: i for i, m in enumerate(ids)} for room, ids in produced.items()}
+    last: dict[str, int] = {}
+    for r in receipts:
+        room, message = r.get("room_id"), r.get("message_id")
+        if room is None or message is None:
+            continue
+        index = position.get(room, {}).get(message)
+        if index is not None:
+            last[room] = max(last.get(room, -1), index)
+    gaps = sum(
+        1
+        for room, rr in report.rooms.items()
+        for m in rr.lost
+        if position.get(room, {}).get(m, math.inf) < last.get(room, -1)
+    )
+    return {
+        "produced": report.produced,
+        "received": report.produced - report.lost,
+        "lost": gaps,
+        "not_yet_sent": report.lost - gaps,
+        "reordered": report.reordered,
+        "duplicated": report.duplicated,
+        "unexpected": report.unexpected,
+    }
