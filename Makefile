@@ -47,8 +47,9 @@ format: setup ## apply ruff's formatting and safe fixes
 demo: setup ## run the pipeline locally and show its result
 	$(BIN)/inturn demo
 
-bench: setup ## benchmarks: ratios against baselines measured in the same run (var/bench/*.json)
-	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+bench: setup ## benchmarks: ratios against baselines measured in the same run (var/bench/*.json), then docs/benchmarks.md
+	status=0; $(BIN)/python -m benchmarks.run $(BENCH_ARGS) || status=$$?; \
+	$(BIN)/python -m benchmarks.write_docs; exit $$status
 
 docs: setup ## regenerate docs/configuration.md from the settings classes
 	$(BIN)/inturn config reference > docs/configuration.md

@@ -1,0 +1,161 @@
+"""docs/benchmarks.md is rendered from the benchmark results: the figures of a hand-written results file
+appear in its tables, its SVG plots and its reading, and the reading follows the figures."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from benchmarks import write_docs
+
+
+def _mode(msgs_per_s: float, cpu_us: float, reordered: int) -> dict[str, Any]:
+    spread = {"p50": 12.0, "p99": 345.0, "n": 100}
+    return {
+        "mode": "ack",
+        "window_s": 25.0,
+        "delivered_in_window": int(msgs_per_s * 25),
+        "msgs_per_s": msgs_per_s,
+        "worker_cpu_s": 5.0,
+        "worker_cpu_us_per_message": cpu_us,
+        "worker_rss_mb": 111.1,
+        "worker_peak_rss_mb": 122.2,
+        "peak_active_rooms": 100.0,
+        "backlog_left_at_end": 4000,
+        "latency": {
+            "consumed_to_sent_ms": {"p50": 5016.0, "p99": 7796.0, "n": 100},
+            "turn_to_sent_ms": {"p50": 1.0, "p99": 7.0, "n": 100},
+            "ack_at_webhook_minus_injected_ms": spread,
+            "ack_at_worker_minus_injected_ms": {"p50": 167.0, "p99": 818.0, "n": 100},
+            "ack_timeouts": 0,
+        },
+        "receipts": {
+            "produced": 6000,
+            "received": 2000,
+            "lost": 0,
+            "not_yet_sent": 4000,
+            "reordered": reordered,
+            "duplicated": 0,
+            "unexpected": 0,
+        },
+    }
+
+
+RESULTS: dict[str, Any] = {
+    "machine": {"platform": "Linux", "python": "3.11.7", "cpus": 2},
+    "date": "2026-11-22",
+    "results": {
+        "matrix": {
+            "machine": {
+                "cpus": 2,
+                "cpu_model": "Test CPU",
+                "ram_gb": 23.5,
+                "platform": "Linux-test",
+                "python": "3.11.7",
+                "kafka": "4.1.1",
+                "load_average_at_start": [4.4, 2.96, 2.31],
+                "load_average_at_end": [7.82, 4.38, 2.87],
+            },
+            "started_utc": "2026-11-22 13:14:36",
+            "duration_s": 77.3,
+            "quick": False,
+            "setup": {
+                "partitions": 12,
+                "payload_bytes": 1024,
+                "latency_ms": {"median": 100, "p99": 400, "max": 2000},
+                "ack_rates": [1.0, 0.85],
+                "ack_timeout_ms": 1500,
+                "raw_concurrency_cap": 200,
+                "backlog_min": 50000,
+                "raw_requests": 15000,
+                "warmup_s": 5,
+                "window_s": 25,
+                "workers": 1,
+            },
+            "scenarios": [
+                {
+                    "name": "r100a100",
+                    "rooms": 100,
+                    "ack_rate": 1.0,
+                    "raw": {"msgs_per_s": 1234.5, "cpu_us_per_request": 193.5},
+                    "ack": _mode(321.5, 739.7, reordered=0),
+                    "partition": {**_mode(45.6, 2075.9, reordered=0), "mode": "partition"},
+                    "ack_over_partition": 7.05,
+                    "ack_over_raw": 0.26,
+                    "partition_over_raw": 0.037,
+                    "ack_cpu_over_raw_cpu": 3.82,
+                },
+                {"name": "r25000a85", "rooms": 25000, "ack_rate": 0.85, "error": "TimeoutError('no send')"},
+            ],
+            "failed_scenarios": 1,
+        },
+        "webhook": {
+            "batched": {"statuses_per_s": 5403.3},
+            "single": {"statuses_per_s": 291.3},
+            "baseline_healthz": {"requests_per_s": 749.6},
+            "target_statuses_per_s": 5000,
+            "batched_statuses_per_s_vs_target": 1.08,
+            "single_vs_baseline_request_ratio": 0.389,
+        },
+    },
+}
+
+
+def _written(tmp_path: Path, results: dict[str, Any]) -> tuple[str, Path]:
+    bench = tmp_path / "bench"
+    bench.mkdir(parents=True)
+    (bench / "results.json").write_text(json.dumps(results))
+    doc, plots = tmp_path / "docs" / "benchmarks.md", tmp_path / "docs" / "benchmarks"
+    doc.parent.mkdir()
+    write_docs.write(write_docs.load(bench), doc, plots)
+    return doc.read_text(), plots
+
+
+def test_the_page_tables_carry_the_figures_of_each_scenario(tmp_path: Path) -> None:
+    page, _ = _written(tmp_path, RESULTS)
+    assert "| 100 | 1 | 321.5 | 45.6 | 1,234.5 | 7.05 | 0.260 | 0.037 |" in page
+    assert "| 100 | 1 | ack | 5,016 / 7,796 | 1 / 7 | 12 / 345 | 167 / 818 | 0 |" in page
+    assert "| 100 | 1 | 739.7 | 2,075.9 | 193.5 | 3.82 | 111.1 (122.2) |" in page
+    assert "2 CPUs (Test CPU), 23.5 GB RAM" in page
+    assert "Kafka 4.1.1" in page
+    assert "at the start: 4.4, 2.96, 2.31" in page
+    assert "r25000a85: TimeoutError('no send')" in page  # a failed scenario is named, not dropped silently
+    assert "| webhook statuses/s, batched callbacks | 5,403.3 |" in page
+    assert "python -m benchmarks.run matrix webhook &&" in page
+
+
+def test_the_plots_are_svg_files_linked_from_the_page_with_the_measured_values(tmp_path: Path) -> None:
+    page, plots = _written(tmp_path, RESULTS)
+    for name in ("throughput", "latency", "cpu", "rss"):
+        assert f"](benchmarks/{name}.svg)" in page
+        assert (plots / f"{name}.svg").read_text().startswith("<svg")
+    throughput = (plots / "throughput.svg").read_text()
+    assert 'data-series="ack mode" data-category="100 @1" data-value="321.5"' in throughput
+    assert 'data-series="partition mode" data-category="100 @1" data-value="45.6"' in throughput
+    assert 'data-series="raw HTTP loop" data-category="100 @1" data-value="1234.5"' in throughput
+    assert "<style>" in throughput  # grid and axis lines need their strokes outside the report page
+    assert json.loads((plots / "results.json").read_text())["results"]["matrix"] == RESULTS["results"]["matrix"]
+
+
+def test_the_reading_says_ordering_is_not_met_when_ack_mode_reordered(tmp_path: Path) -> None:
+    page, _ = _written(tmp_path, RESULTS)
+    assert "0 messages reordered at the device in ack mode in all 1 scenarios: met." in page
+    reordered = copy.deepcopy(RESULTS)
+    reordered["results"]["matrix"]["scenarios"][0]["ack"]["receipts"]["reordered"] = 3
+    page, _ = _written(tmp_path / "again", reordered)
+    assert "Order: NOT met, ack mode reordered messages at the device (r100a100: 3)." in page
+    assert "target ≥ 5000: met." in page
+
+
+def test_a_benchmark_missing_from_the_run_is_taken_from_its_own_file_and_marked(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "results.json").write_text(json.dumps(RESULTS))
+    (bench / "bridge.json").write_text(json.dumps({"bridge_msgs_per_s": 1498, "baseline_ack_only_msgs_per_s": 1866}))
+    results = write_docs.load(bench)
+    page = write_docs.render(results)
+    assert "| bridge messages/s (Pub/Sub → Kafka) | 1,498 | 1,866 msg/s bare subscriber |" in page
+    assert f"`{bench / 'bridge.json'} of " in page
+    assert "(not this run)" in page
