@@ -51,6 +51,7 @@ PAYLOAD_BYTES = 1024
 ACK_RATES = (1.0, 0.85)
 LATENCY_MS = {"median": 100, "p99": 400, "max": 2000}
 ACK_TIMEOUT_MS = 1500
+WARMUP_ROOMS_PER_S = 5000  # one more second of warm-up per this many rooms
 RAW_CONCURRENCY_CAP = 200  # the worker's default HTTP pool size (INTURN_WORKER_POOL_SIZE)
 
 
@@ -101,6 +102,7 @@ def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = AC
             "backlog_min": plan.backlog,
             "raw_requests": plan.raw_requests,
             "warmup_s": plan.warmup_s,
+            "warmup_s_per_room": 1 / WARMUP_ROOMS_PER_S,
             "window_s": plan.window_s,
             "workers": 1,
         },
@@ -285,7 +287,8 @@ def _measure(
             if time.monotonic() > deadline or not worker.running:
                 raise TimeoutError(f"{name}: no send reached the simulator within 120 s (log: {worker.log_file})")
             time.sleep(0.2)
-        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + plan.warmup_s, 0.0)
+        warmup_s = plan.warmup_s + len(produced) / WARMUP_ROOMS_PER_S  # the worker takes every room in first
+        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + warmup_s, 0.0)
         start_ms, cpu0 = now_ms(), worker.cpu_seconds()
         peak_rooms = _sample_rooms(metrics_url, time.monotonic() + plan.window_s, peak_rooms)
         end_ms, cpu1 = now_ms(), worker.cpu_seconds()
@@ -302,6 +305,7 @@ def _measure(
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "mode": mode,
+        "warmup_s": round(warmup_s, 1),
         "window_s": round(window_s, 2),
         "delivered_in_window": delivered,
         "msgs_per_s": round(delivered / window_s, 1),

@@ -213,7 +213,8 @@ def _matrix_sections(
         f"{_v(setup.get('ack_timeout_ms'))} ms, and moves on.",
         f"- Each scenario: a backlog of at least {_v(setup.get('backlog_min'))} messages (2 per room at least), "
         "rooms interleaved, produced once to one topic per mode; for each mode a fresh simulator, webhook and worker. "
-        f"After the first send reaches the simulator and a {_v(setup.get('warmup_s'))} s warm-up, the sends the "
+        f"After the first send reaches the simulator and a warm-up ({_v(setup.get('warmup_s'))} s plus "
+        f"{_v(setup.get('warmup_s_per_room', 0) * 1000, 2)} s per 1,000 rooms), the sends the "
         f"simulator accepted in a {_v(setup.get('window_s'))} s window are counted from its receipt log; then "
         "everything stops without waiting for the backlog to drain ('partition' mode would take hours).",
         "- The worker holds every room at once: its high watermark is max(5000, 2 x rooms) buffered messages.",
