@@ -1,0 +1,264 @@
+"""How the benchmark figures read in docs/benchmarks.md: number formatting, the per-component table, and
+the reading -- plain statements derived from the figures, so the page cannot claim what a run did not show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+COMPONENTS = ("worker", "webhook", "bridge", "report", "sim")
+CPU_BOUND = 0.85  # CPU seconds per second from which one worker process counts as saturated
+
+Results = Mapping[str, Any]
+
+
+def figure(value: Any, digits: int = 1) -> str:
+    """A figure for a table: '—' when absent, thousands separated, ``digits`` decimals when not whole."""
+    if value is None:
+        return "—"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.{digits}f}"
+    return f"{int(value):,}" if isinstance(value, int | float) else str(value)
+
+
+def short_rooms(n: int) -> str:
+    """A room count as the plots label it: 100, 1k, 25k."""
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def label(s: Mapping[str, Any]) -> str:
+    """A scenario as the plots label it: ``25k @0.85``."""
+    return f"{short_rooms(s['rooms'])} @{s['ack_rate']:g}"
+
+
+def named(s: Mapping[str, Any]) -> str:
+    """A scenario in a sentence: ``25,000 rooms at ack rate 0.85``."""
+    return f"{s['rooms']:,} rooms at ack rate {s['ack_rate']:g}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A markdown table's lines, with the blank line after it."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def dig(data: Any, *path: str) -> Any:
+    """The value at ``path`` in nested mappings; None where a key is missing."""
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def source(figures: Mapping[str, Any]) -> str:
+    """Where a benchmark's figures come from: this run or the file they were completed from."""
+    return f"`{figures['_from']}` (not this run)" if "_from" in figures else "this run"
+
+
+def components(results: Results) -> list[str]:
+    """The other benchmarks' headline figures, each with its same-run baseline and target."""
+    r: Mapping[str, Any] = results.get("results", {})
+    rows: list[list[str]] = []
+    if w := r.get("worker"):
+        rows.append(
+            [
+                "worker CPU per delivered message vs bare POST",
+                f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
+                f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request",
+                figure(w.get("cpu_ratio_worker_vs_bare_post"), 2),
+                f"≤ {figure(w.get('target_ratio'))}",
+                source(w),
+            ]
+        )
+        rows.append(
+            [
+                f"worker RSS, {figure(dig(w, 'rooms_in_flight', 'rooms'))} rooms in flight",
+                f"{figure(dig(w, 'rooms_in_flight', 'worker_rss_mb'))} MiB",
+                "—",
+                "—",
+                f"≤ {figure(w.get('target_rss_mb'))} MiB",
+                source(w),
+            ]
+        )
+    if h := r.get("webhook"):
+        rows.append(
+            [
+                "webhook statuses/s, batched callbacks",
+                figure(dig(h, "batched", "statuses_per_s")),
+                f"{figure(dig(h, 'baseline_healthz', 'requests_per_s'))} /healthz req/s",
+                figure(h.get("batched_statuses_per_s_vs_target"), 2) + " of target",
+                f"≥ {figure(h.get('target_statuses_per_s'))}",
+                source(h),
+            ]
+        )
+        rows.append(
+            [
+                "webhook statuses/s, one status per callback",
+                figure(dig(h, "single", "statuses_per_s")),
+                f"{figure(dig(h, 'baseline_healthz', 'requests_per_s'))} /healthz req/s",
+                figure(h.get("single_vs_baseline_request_ratio"), 3),
+                "—",
+                source(h),
+            ]
+        )
+    if b := r.get("bridge"):
+        rows.append(
+            [
+                "bridge messages/s (Pub/Sub → Kafka)",
+                figure(b.get("bridge_msgs_per_s")),
+                f"{figure(b.get('baseline_ack_only_msgs_per_s'))} msg/s bare subscriber",
+                figure(b.get("bridge_over_baseline"), 3),
+                "—",
+                source(b),
+            ]
+        )
+    if p := r.get("report"):
+        rows.append(
+            [
+                f"Spark report over {figure(p.get('events'))} events",
+                f"{figure(dig(p, 'report', 'seconds'))} s",
+                f"{figure(dig(p, 'baseline_scan', 'seconds'))} s plain scan",
+                figure(p.get("ratio_report_to_scan"), 2),
+                f"≤ {figure(p.get('target_seconds'))} s",
+                source(p),
+            ]
+        )
+    if s := r.get("sim"):
+        rows.append(
+            [
+                "platform simulator sends/s",
+                figure(s.get("msgs_per_s")),
+                f"{figure(s.get('baseline_client_ceiling_msgs_per_s'))} msg/s client ceiling",
+                figure(s.get("ratio_to_client_ceiling"), 3),
+                "—",
+                source(s),
+            ]
+        )
+    out = ["## Per-component figures", ""]
+    out += [
+        "From the other benchmarks (`benchmarks/bench_<name>.py`); each ratio is against a baseline measured in "
+        "the same run of that benchmark.",
+        "",
+    ]
+    if not rows:
+        return [*out, "None of them is in these results.", ""]
+    return out + table(["figure", "value", "baseline", "ratio", "target", "measured in"], rows)
+
+
+def reading(results: Results) -> list[str]:
+    """Plain statements derived from the figures: what is met and what is not."""
+    r: Mapping[str, Any] = results.get("results", {})
+    matrix: Mapping[str, Any] = r.get("matrix") or {}
+    ok = [s for s in matrix.get("scenarios", []) if "error" not in s]
+    lines: list[str] = []
+    machine: Mapping[str, Any] = matrix.get("machine") or {}
+    load, cpus = (machine.get("load_average_at_start") or [None])[0], machine.get("cpus")
+    if load is not None and cpus and load > cpus:
+        lines.append(
+            f"The machine was shared: load average {load:g} on {cpus} CPUs when the matrix started. Absolute rates "
+            "are lower than on an idle machine; the ratios compare figures measured side by side in the same run."
+        )
+    if ok:
+        lines += matrix_reading(ok, matrix.get("setup", {}))
+    if failed := [s["name"] for s in matrix.get("scenarios", []) if "error" in s]:
+        lines.append(f"Not measured: scenarios {', '.join(failed)} failed (error in results.json).")
+    if (w := r.get("worker")) and (ratio := w.get("cpu_ratio_worker_vs_bare_post")) is not None:
+        target = w.get("target_ratio")
+        verdict = "met" if target is not None and ratio <= target else "not met"
+        lines.append(f"Worker CPU per message against a bare POST: {ratio:g}x, target ≤ {target}: {verdict}.")
+    if w and (rss := dig(w, "rooms_in_flight", "worker_rss_mb")) is not None:
+        target = w.get("target_rss_mb")
+        verdict = "met" if target is not None and rss <= target else "not met"
+        rooms = figure(dig(w, "rooms_in_flight", "rooms"))
+        lines.append(f"Worker RSS with {rooms} rooms in flight: {rss:g} MiB, target ≤ {target} MiB: {verdict}.")
+    if (h := r.get("webhook")) and (rate := dig(h, "batched", "statuses_per_s")) is not None:
+        target = h.get("target_statuses_per_s")
+        verdict = "met" if target is not None and rate >= target else "not met"
+        lines.append(f"Webhook, batched callbacks: {rate:,.0f} statuses/s, target ≥ {target}: {verdict}.")
+    if (p := r.get("report")) and (seconds := dig(p, "report", "seconds")) is not None:
+        target = p.get("target_seconds")
+        verdict = "met" if target is not None and seconds <= target else "not met"
+        lines.append(
+            f"Spark report over {figure(p.get('events'))} events: {seconds:g} s, target ≤ {target} s: {verdict} "
+            f"(measured with load average {figure(p.get('load_average_1m'))})."
+        )
+    return lines
+
+
+def span(values: Sequence[float], digits: int = 2) -> str:
+    """``low to high`` of ``values`` (one number when they round alike)."""
+    low, high = min(values), max(values)
+    return (
+        f"{low:.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:.{digits}f} to {high:.{digits}f}"
+    )
+
+
+def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[str]:
+    """The reading of the scenarios that ran: order, losses, ack vs partition vs raw, latency, CPU, rooms."""
+    lines: list[str] = []
+    reordered = {s["name"]: s["ack"]["receipts"]["reordered"] for s in ok}
+    if not any(reordered.values()):
+        lines.append(f"Order: 0 messages reordered at the device in ack mode in all {len(ok)} scenarios: met.")
+    else:
+        bad = ", ".join(f"{name}: {n}" for name, n in reordered.items() if n)
+        lines.append(f"Order: NOT met, ack mode reordered messages at the device ({bad}).")
+    lost = sum(s[m]["receipts"]["lost"] for s in ok for m in ("ack", "partition"))
+    dupes = sum(s[m]["receipts"]["duplicated"] for s in ok for m in ("ack", "partition"))
+    lines.append(f"Lost (a gap before a later message of its room): {lost}; duplicated: {dupes}, over both modes.")
+    ack_part = [s["ack_over_partition"] for s in ok if s["ack_over_partition"] is not None]
+    if ack_part:
+        best = max(ok, key=lambda s: s["ack_over_partition"] or 0)
+        lines.append(
+            f"Key-level ordering ('ack') delivered {span(ack_part, 1)} times the rate of partition-level ordering "
+            f"on the same {setup.get('partitions')} partitions (most at {named(best)}): 'partition' mode has one "
+            "message in flight per partition, so its rate is bounded by partitions / ack round trip whatever the "
+            "room count."
+        )
+    ack_raw = [s["ack_over_raw"] for s in ok if s["ack_over_raw"] is not None]
+    cpu_ratio = [s["ack_cpu_over_raw_cpu"] for s in ok if s["ack_cpu_over_raw_cpu"] is not None]
+    if ack_raw and cpu_ratio:
+        lines.append(
+            f"Against the raw HTTP loop, ack mode reached {span(ack_raw)} of its rate, spending "
+            f"{span(cpu_ratio, 1)} times the raw loop's CPU per message."
+        )
+    busy = {named(s): s["ack"]["worker_cpu_s"] / s["ack"]["window_s"] for s in ok if s["ack"]["window_s"]}
+    bound = [label for label, used in busy.items() if used >= CPU_BOUND]
+    idle = [label for label, used in busy.items() if used < CPU_BOUND]
+    if bound:
+        lines.append(
+            f"In ack mode the worker used {CPU_BOUND:g} CPU seconds per second or more at {', '.join(bound)}: there "
+            "its single event loop, not the ordering, limits the rate (more worker processes would raise it)."
+        )
+    if idle:
+        lines.append(
+            f"At {', '.join(idle)} the worker used less than {CPU_BOUND:g} CPU seconds per second: the rate is bounded "
+            "by rooms / (ack round trip), "
+            "since each room waits for its ack before its next message."
+        )
+    turn = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok]
+    ack_lat = [s["ack"]["latency"]["ack_at_worker_minus_injected_ms"] for s in ok]
+    if all(v is not None for v in turn) and all(a["p50"] is not None for a in ack_lat):
+        lines.append(
+            f"Added latency in ack mode: from a message's turn to its send p99 {span(turn, 0)} ms; the ack path "
+            f"beyond the platform's injected latency p50 {span([a['p50'] for a in ack_lat], 0)} ms and p99 "
+            f"{span([a['p99'] for a in ack_lat], 0)} ms (send round trip, callback, webhook, Kafka, ack reader)."
+        )
+    full = [s for s in ok if s["ack_rate"] >= 1]
+    if spurious := sum(s["ack"]["latency"]["ack_timeouts"] for s in full):
+        lines.append(
+            f"{spurious} ack timeouts in ack mode at ack rate 1.0: acks slower than "
+            f"{figure(setup.get('ack_timeout_ms'))} ms end to end on this loaded machine (the message was delivered; "
+            "the room moved on without its ack)."
+        )
+    biggest = max(ok, key=lambda s: s["rooms"])
+    lines.append(
+        f"With {figure(biggest['rooms'])} rooms the worker held up to "
+        f"{figure(biggest['ack']['peak_active_rooms'])} active rooms in ack mode at "
+        f"{figure(biggest['ack']['worker_peak_rss_mb'])} MiB peak RSS."
+    )
+    if any(s["partition"]["backlog_left_at_end"] == 0 or s["ack"]["backlog_left_at_end"] == 0 for s in ok):
+        lines.append("Caution: a backlog drained before its window ended; that rate undercounts the mode.")
+    return lines
