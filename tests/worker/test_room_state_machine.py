@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventType, Message, now_ms
+from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
@@ -120,7 +120,7 @@ class RoomMachine(RuleBasedStateMachine):
                 room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=now_ms()
             )
             self.part.offsets.consumed(n)
-            self.rooms.enqueue(Entry(self.part, n, msg, now_ms()))
+            self.rooms.enqueue(Entry.of(self.part, n, encode(msg), msg, now_ms()))
         await self._settle()
 
     async def _settle(self) -> None:

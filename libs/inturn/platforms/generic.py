@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import orjson
 
-from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult
+from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult, json_body
 from inturn.schemas import Message
 
 
@@ -28,7 +28,7 @@ class GenericAdapter(PlatformAdapter):
         }
         return PreparedSend(
             url=f"{self.settings.generic_base_url.rstrip('/')}/messages",
-            body=orjson.dumps(body),
+            body=json_body(body),
             account=message.account or "default",
             headers={
                 "Authorization": f"Bearer {self.settings.generic_token.get_secret_value()}",

@@ -13,7 +13,7 @@ import functools
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult, _seconds
+from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult, _seconds, json_body
 from inturn.schemas import Message, encode_callback_data
 
 #: Meta error codes that mean "slow down", answered with HTTP 400 rather than 429 at times.
@@ -40,7 +40,7 @@ class WhatsAppAdapter(PlatformAdapter):
         base = self.settings.whatsapp_base_url.rstrip("/")
         return PreparedSend(
             url=f"{base}/{self.settings.whatsapp_api_version}/{account}/messages",
-            body=orjson.dumps(body),
+            body=json_body(body),
             account=account,
             headers=self._headers,
         )

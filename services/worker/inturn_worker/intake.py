@@ -108,11 +108,11 @@ class Intake:
             consumed.inc()
             raw = record.value() or b""
             try:
-                message = decode(InturnMessage, record.value())
+                message = decode(InturnMessage, raw)
             except SchemaError as exc:
                 await self._undecodable(part, offset, raw, record.key(), exc.reason)
                 continue
-            entries.append(Entry(part, offset, message, consumed_at))
+            entries.append(Entry.of(part, offset, raw, message, consumed_at))
             if message.room_id not in part.cursors:
                 new_rooms.setdefault(partition, set()).add(message.room_id)
         if new_rooms:

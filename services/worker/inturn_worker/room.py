@@ -9,11 +9,9 @@ bucket and a circuit breaker per platform account, a connection pool per platfor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections import deque
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -21,7 +19,7 @@ import structlog
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, encode, now_ms
+from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, decode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
@@ -35,13 +33,43 @@ log = structlog.get_logger("inturn.worker.room")
 
 @dataclass(slots=True)
 class Entry:
-    """One consumed message waiting its turn in its room."""
+    """One consumed message waiting its turn in its room.
+
+    It keeps the consumed bytes and the few fields the loop reads, not the decoded message: a decoded
+    message costs twice its bytes, and tens of thousands wait at once. The message is decoded again
+    (a few microseconds; it was validated at intake) only to render it, and a dead letter gets the
+    original bytes.
+    """
 
     part: PartitionState
     offset: int
-    message: Message  # the dead letter re-encodes it, so the consumed bytes are not kept per buffered message
+    raw: bytes
+    room_id: str
+    message_id: str
+    platform: str
+    created_at_ms: int
+    not_before_ms: int | None
     consumed_at_ms: int
     prepared: PreparedSend | PermanentPlatformError | None = None
+
+    @classmethod
+    def of(cls, part: PartitionState, offset: int, raw: bytes, message: Message, consumed_at_ms: int) -> Entry:
+        """The entry of ``message``, decoded from ``raw``."""
+        return cls(
+            part,
+            offset,
+            raw,
+            message.room_id,
+            message.message_id,
+            message.platform,
+            message.created_at_ms,
+            message.not_before_ms,
+            consumed_at_ms,
+        )
+
+    def message(self) -> Message:
+        """The message, decoded again from its bytes."""
+        return decode(Message, self.raw)
 
 
 @dataclass(slots=True)
@@ -92,7 +120,7 @@ class Rooms:
 
     def enqueue(self, entry: Entry) -> None:
         """Append a consumed message to its room and make sure the room's loop runs."""
-        room_id = entry.message.room_id
+        room_id = entry.room_id
         room = self._rooms.get(room_id)
         if room is None:
             room = self._rooms[room_id] = Room(room_id)
@@ -115,7 +143,7 @@ class Rooms:
         return {
             "room_id": room_id,
             "buffered": len(room.queue),
-            "head_message_id": head.message.message_id if head else None,
+            "head_message_id": head.message_id if head else None,
             "head_offset": head.offset if head else None,
             "partition": head.part.partition if head else None,
             "in_flight": room.in_flight,
@@ -207,7 +235,6 @@ class Rooms:
 
     async def _deliver(self, room: Room, entry: Entry) -> bool:
         """Take one message to its terminal outcome; True when that outcome left no ack behind."""
-        message = entry.message
         part = entry.part
         cursor = part.cursors.get(room.room_id)
         if cursor is not None and entry.offset <= cursor:
@@ -219,15 +246,17 @@ class Rooms:
             m.BLOCKED_ROOMS.inc()
             await self._wait_unblocked(room, part)
             m.BLOCKED_ROOMS.dec()
-        if message.not_before_ms is not None:
-            delay = (message.not_before_ms - now_ms()) / 1000
+        if entry.not_before_ms is not None:
+            delay = (entry.not_before_ms - now_ms()) / 1000
             if delay > 0:
                 await asyncio.sleep(delay)
         try:
-            adapter = self._adapter(message.platform)
+            adapter = self._adapter(entry.platform)
             prepared = self._prepared(adapter, entry)
-            async with self._turn(part):
-                return await self._send_and_wait(room, entry, adapter, prepared)
+            if self._mode is OrderingMode.PARTITION:
+                async with part.lock:  # one message in flight per partition
+                    return await self._send_and_wait(room, entry, adapter, prepared)
+            return await self._send_and_wait(room, entry, adapter, prepared)
         except _Failed as failure:
             await self._dead_letter(room, entry, failure.reason)
             return True
@@ -243,7 +272,7 @@ class Rooms:
         prepared = entry.prepared
         if prepared is None:
             try:
-                prepared = adapter.prepare(entry.message)
+                prepared = adapter.prepare(entry.message())
             except PermanentPlatformError as exc:
                 prepared = exc
             entry.prepared = prepared
@@ -251,24 +280,15 @@ class Rooms:
             raise _Failed(prepared.reason)
         return prepared
 
-    @contextlib.asynccontextmanager
-    async def _turn(self, part: PartitionState) -> AsyncIterator[None]:
-        if self._mode is OrderingMode.PARTITION:
-            async with part.lock:
-                yield
-        else:
-            yield
-
     async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> bool:
         """Send, then (in the ack-gated modes) wait for the ack or the timeout; True when it timed out."""
-        message = entry.message
-        platform = message.platform
+        platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         if self._awaits_ack:
             # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing
             # ack evidence that the message still needs sending.
             await entry.part.admit()
-            future = self._router.expect(room.room_id, message.message_id)
+            future = self._router.expect(room.room_id, entry.message_id)
             if future.done():
                 # Acked before we sent it: a previous owner sent it and the ack raced the takeover.
                 ack = future.result()
@@ -277,17 +297,18 @@ class Rooms:
                     return False
         room.in_flight = True
         result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
+        entry.prepared = None  # sent: the rendered body is not needed again, and the room may wait long for its ack
         metrics = m.for_platform(platform)
         metrics.dispatched.inc()
         self._events.emit(
             EventType.DISPATCHED,
             room.room_id,
-            message.message_id,
+            entry.message_id,
             platform,
             entry.part.partition,
             entry.offset,
             attempt=attempt,
-            created_at_ms=message.created_at_ms,
+            created_at_ms=entry.created_at_ms,
             consumed_at_ms=entry.consumed_at_ms,
             sent_at_ms=sent_at_ms,
             platform_message_id=result.platform_message_id,
@@ -305,7 +326,7 @@ class Rooms:
                 attempt=attempt,
             )
             return False
-        self._router.sent(room.room_id, message.message_id, result.platform_message_id)
+        self._router.sent(room.room_id, entry.message_id, result.platform_message_id)
         self._prepare_next(room, adapter)
         timeout = self._timeout(platform)
         handle = asyncio.get_running_loop().call_later(timeout.seconds, _expire, future)
@@ -338,7 +359,7 @@ class Rooms:
         if ack.status is AckStatus.FAILED:
             # The platform took the message but could not deliver it: a permanent failure of this message.
             raise _Failed(f"platform reported failed: {ack.error or 'no reason given'}")
-        m.for_platform(entry.message.platform).acked.inc()
+        m.for_platform(entry.platform).acked.inc()
         self._terminal(
             room,
             entry,
@@ -355,7 +376,7 @@ class Rooms:
     ) -> tuple[SendResult, int, int]:
         """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time."""
         settings = self._settings
-        platform = entry.message.platform
+        platform = entry.platform
         key = (platform, prepared.account)
         bucket = self._buckets.get(key)
         if bucket is None:
@@ -407,8 +428,8 @@ class Rooms:
                 m.RETRIES.labels(platform, reason).inc()
                 self._events.emit(
                     EventType.RETRIED,
-                    entry.message.room_id,
-                    entry.message.message_id,
+                    entry.room_id,
+                    entry.message_id,
                     platform,
                     entry.part.partition,
                     entry.offset,
@@ -444,33 +465,32 @@ class Rooms:
         for i, entry in enumerate(room.queue):
             if i > self._prepare_ahead:
                 break
-            if i == 0 or entry.prepared is not None or entry.message.platform != adapter.name:
+            if i == 0 or entry.prepared is not None or entry.platform != adapter.name:
                 continue
             try:
-                entry.prepared = adapter.prepare(entry.message)
+                entry.prepared = adapter.prepare(entry.message())
             except PermanentPlatformError as exc:
                 entry.prepared = exc
 
     async def _dead_letter(self, room: Room, entry: Entry, reason: str) -> None:
-        message = entry.message
         letter = DeadLetter.of(
             "worker",
             reason,
-            encode(message),
+            entry.raw,
             room_id=room.room_id,
-            message_id=message.message_id,
+            message_id=entry.message_id,
             topic=self._settings.topic_messages,
             partition=entry.part.partition,
             offset=entry.offset,
         )
         self._events.dead_letter(letter, room.room_id)
         await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
-        m.DEAD_LETTERS.labels(message.platform, _reason_kind(reason)).inc()
+        m.DEAD_LETTERS.labels(entry.platform, _reason_kind(reason)).inc()
         log.warning(
             "dead_lettered",
             reason=reason,
             room_id=room.room_id,
-            message_id=message.message_id,
+            message_id=entry.message_id,
             partition=entry.part.partition,
             offset=entry.offset,
         )
@@ -493,18 +513,17 @@ class Rooms:
         timed_out: bool = False,
     ) -> None:
         """Record a message's one terminal outcome: event, offset, cursor, ack router."""
-        message = entry.message
         part = entry.part
         room.in_flight = False
         self._events.emit(
             type_,
             room.room_id,
-            message.message_id,
-            message.platform,
+            entry.message_id,
+            entry.platform,
             part.partition,
             entry.offset,
             attempt=attempt,
-            created_at_ms=message.created_at_ms,
+            created_at_ms=entry.created_at_ms,
             consumed_at_ms=entry.consumed_at_ms,
             sent_at_ms=sent_at_ms,
             acked_at_ms=acked_at_ms,
@@ -514,12 +533,12 @@ class Rooms:
         if self._awaits_ack:
             self._router.finish(
                 room.room_id,
-                message.message_id,
+                entry.message_id,
                 platform_message_id,
                 timed_out=timed_out,
                 partition=part.partition,
                 offset=entry.offset,
-                platform=message.platform,
+                platform=entry.platform,
             )
         if part.fenced:
             return  # another worker owns the partition now: nothing of ours may mark it done
@@ -528,7 +547,7 @@ class Rooms:
             return  # the cursor is already past it; moving it back would re-send what follows
         part.cursors[room.room_id] = entry.offset
         self._cursor_updates[room.room_id] = CursorUpdate(
-            room.room_id, part.partition, entry.offset, message.message_id, type_.value
+            room.room_id, part.partition, entry.offset, entry.message_id, type_.value
         )
 
     async def _store_blocked(self, room_id: str) -> bool:

@@ -1,0 +1,91 @@
+"""The platform adapters' HTTP side against a real local HTTP server: what a send timeout bounds."""
+
+from __future__ import annotations
+
+import asyncio
+import tracemalloc
+
+import orjson
+import pytest
+from aiohttp import web
+
+from inturn.errors import TransientPlatformError
+from inturn.platforms import WhatsAppAdapter
+from inturn.platforms.base import json_body
+from inturn.schemas import Message, now_ms
+from inturn.settings.worker import PlatformSettings
+
+
+async def _platform(answer_after_s: float) -> tuple[web.AppRunner, str, list[str]]:
+    """A WhatsApp-shaped send endpoint answering each request after ``answer_after_s``."""
+    accepted: list[str] = []
+
+    async def send(request: web.Request) -> web.Response:
+        body = await request.json()
+        accepted.append(body["to"])
+        await asyncio.sleep(answer_after_s)  # the platform's own processing time
+        return web.json_response({"messages": [{"id": f"wamid.{len(accepted)}"}]})
+
+    app = web.Application()
+    app.router.add_post("/{version}/{phone}/messages", send)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}", accepted
+
+
+def _message(n: int) -> Message:
+    return Message(
+        room_id=f"room-{n}",
+        message_id=f"m-{n}",
+        platform="whatsapp",
+        account="100200300",
+        recipient=f"4917{n:04d}",
+        payload={"type": "text", "text": {"body": "hello"}},
+        created_at_ms=now_ms(),
+    )
+
+
+@pytest.mark.asyncio
+async def test_waiting_for_a_pooled_connection_does_not_count_against_the_send_timeout() -> None:
+    """Six sends through a pool of one connection, each answered after 0.3 s, with a 0.5 s send timeout: the
+    last one waits 1.5 s for the connection, yet none times out — a timeout counted from the wait would
+    fire after the platform accepted the message, and the retry would reach the user twice."""
+    runner, url, accepted = await _platform(answer_after_s=0.3)
+    adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.5)
+    try:
+        results = await asyncio.gather(*(adapter.send(adapter.prepare(_message(n))) for n in range(6)))
+    finally:
+        await adapter.close()
+        await runner.cleanup()
+    assert sorted(r.platform_message_id for r in results) == sorted(f"wamid.{n}" for n in range(1, 7))
+    assert sorted(accepted) == sorted(f"4917{n:04d}" for n in range(6))
+
+
+@pytest.mark.asyncio
+async def test_a_platform_slower_than_the_send_timeout_is_a_transient_error() -> None:
+    runner, url, accepted = await _platform(answer_after_s=1.0)
+    adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.3)
+    try:
+        with pytest.raises(TransientPlatformError, match="timed out"):
+            await adapter.send(adapter.prepare(_message(1)))
+    finally:
+        await adapter.close()
+        await runner.cleanup()
+    assert accepted == ["49170001"]
+
+
+def test_rendered_bodies_hold_only_their_own_bytes() -> None:
+    """A prepared body is the JSON and no more: ``orjson.dumps`` alone keeps a buffer of 4 KiB or more."""
+    body = {"type": "text", "text": {"body": "x" * 1000}}
+    assert orjson.loads(json_body(body)) == body
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [json_body(body) for _ in range(200)]
+        per_body = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_body < 1.5 * len(kept[0])
