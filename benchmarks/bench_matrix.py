@@ -75,6 +75,7 @@ def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = AC
     plan = plan or (QUICK if quick else FULL)
     started = time.time()
     machine = _machine()
+    code = _code_version()
     scenarios: list[dict[str, Any]] = []
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
         for rooms in plan.rooms:
@@ -92,6 +93,7 @@ def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = AC
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)),
         "duration_s": round(time.time() - started, 1),
         "quick": quick,
+        "code": code,
         "setup": {
             "partitions": PARTITIONS,
             "payload_bytes": PAYLOAD_BYTES,
@@ -125,6 +127,21 @@ def _machine() -> dict[str, Any]:
         "kafka": KAFKA_VERSION,
         "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
     }
+
+
+def _code_version() -> dict[str, Any]:
+    """The commit the run measured and the source files changed since (``INTURN_BENCH_COMMIT`` outside git)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "libs", "services", "cli", "benchmarks"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": os.environ.get("INTURN_BENCH_COMMIT"), "modified": []}
+    return {"commit": commit.strip(), "modified": [line[3:] for line in status.splitlines()]}
 
 
 def _topics(kafka: LocalKafka, name: str) -> KafkaSettings:

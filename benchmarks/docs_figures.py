@@ -9,6 +9,12 @@ from typing import Any
 
 COMPONENTS = ("worker", "webhook", "bridge", "report", "sim")
 CPU_BOUND = 0.85  # CPU seconds per second from which one worker process counts as saturated
+ACK_QUEUED_MS = 1000  # an ack path (beyond the injected latency) this long is named by its longest part
+ACK_PATH_PARTS = {
+    "send_to_accepted_ms": "send to accepted (the worker's wait for a pooled HTTP connection, then the request)",
+    "delivered_to_webhook_ms": "delivered to webhook (the simulator's callback sender and the webhook)",
+    "webhook_to_worker_ms": "webhook to worker (Kafka and the worker's ack reader)",
+}
 
 Results = Mapping[str, Any]
 
@@ -224,27 +230,20 @@ def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) ->
             f"Against the raw HTTP loop, ack mode reached {span(ack_raw)} of its rate, spending "
             f"{span(cpu_ratio, 1)} times the raw loop's CPU per message."
         )
-    busy = {named(s): s["ack"]["worker_cpu_s"] / s["ack"]["window_s"] for s in ok if s["ack"]["window_s"]}
-    bound = [label for label, used in busy.items() if used >= CPU_BOUND]
-    idle = [label for label, used in busy.items() if used < CPU_BOUND]
-    if bound:
+    lines += limits(ok, setup)
+    turn_full = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok if s["ack_rate"] >= 1]
+    turn_lossy = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok if s["ack_rate"] < 1]
+    if all(v is not None for v in turn_full + turn_lossy) and turn_full:
         lines.append(
-            f"In ack mode the worker used {CPU_BOUND:g} CPU seconds per second or more at {', '.join(bound)}: there "
-            "its single event loop, not the ordering, limits the rate (more worker processes would raise it)."
-        )
-    if idle:
-        lines.append(
-            f"At {', '.join(idle)} the worker used less than {CPU_BOUND:g} CPU seconds per second: the rate is bounded "
-            "by rooms / (ack round trip), "
-            "since each room waits for its ack before its next message."
-        )
-    turn = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok]
-    ack_lat = [s["ack"]["latency"]["ack_at_worker_minus_injected_ms"] for s in ok]
-    if all(v is not None for v in turn) and all(a["p50"] is not None for a in ack_lat):
-        lines.append(
-            f"Added latency in ack mode: from a message's turn to its send p99 {span(turn, 0)} ms; the ack path "
-            f"beyond the platform's injected latency p50 {span([a['p50'] for a in ack_lat], 0)} ms and p99 "
-            f"{span([a['p99'] for a in ack_lat], 0)} ms (send round trip, callback, webhook, Kafka, ack reader)."
+            f"The worker's own delay in ack mode, from a message's turn to its send: p99 {span(turn_full, 0)} ms "
+            "at ack rate 1"
+            + (
+                f", {span(turn_lossy, 0)} ms with lost acks: after an ack timeout the room first waits until its "
+                "cursor is durable in PostgreSQL (so that a new owner of the partition could not send the message "
+                "again), which takes up to a checkpoint round."
+                if turn_lossy
+                else "."
+            )
         )
     full = [s for s in ok if s["ack_rate"] >= 1]
     if spurious := sum(s["ack"]["latency"]["ack_timeouts"] for s in full):
@@ -261,4 +260,57 @@ def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) ->
     )
     if any(s["partition"]["backlog_left_at_end"] == 0 or s["ack"]["backlog_left_at_end"] == 0 for s in ok):
         lines.append("Caution: a backlog drained before its window ended; that rate undercounts the mode.")
+    return lines
+
+
+def limits(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[str]:
+    """What bounded ack mode's rate in each scenario, judged from its own figures.
+
+    A room's mean time per message is rooms / rate. When that is within 1.5x of its expected round trip
+    (median injected latency + ack path p50 + turn-to-send p50 + lost-ack share x ack timeout), the rooms'
+    round trips were the bound, and an ack path of a second or more is named by its longest part. Otherwise
+    rooms sat waiting for the worker: either its own CPU (near one CPU second per second) or the machine's
+    CPUs it shares with every other process.
+    """
+    median = float(dig(setup, "latency_ms", "median") or 0)
+    timeout = float(setup.get("ack_timeout_ms") or 0)
+    trips, queued, busy, starved = [], [], [], []
+    for s in ok:
+        ack = s["ack"]
+        la = ack["latency"]
+        path = la["ack_at_worker_minus_injected_ms"]["p50"] or 0.0
+        expected = median + path + (la["turn_to_sent_ms"]["p50"] or 0.0) + (1 - s["ack_rate"]) * timeout
+        per_room = s["rooms"] / ack["msgs_per_s"] * 1000 if ack["msgs_per_s"] else float("inf")
+        used = ack["worker_cpu_s"] / ack["window_s"] if ack["window_s"] else 0.0
+        if per_room <= 1.5 * expected:
+            trips.append(f"{named(s)} ({per_room:,.0f} ms per message per room, expected {expected:,.0f})")
+            if path >= ACK_QUEUED_MS and any(dig(la, k, "p50") for k in ACK_PATH_PARTS):
+                part = max(ACK_PATH_PARTS, key=lambda k: dig(la, k, "p50") or 0.0)
+                queued.append(f"{named(s)}: {ACK_PATH_PARTS[part]}, p50 {(dig(la, part, 'p50') or 0) / 1000:.1f} s")
+        elif used >= CPU_BOUND:
+            busy.append(f"{named(s)} ({used:.2f} CPU s/s)")
+        else:
+            starved.append(
+                f"{named(s)} ({per_room:,.0f} ms per message per room against {expected:,.0f}; "
+                f"worker {used:.2f} CPU s/s)"
+            )
+    lines = []
+    if trips:
+        lines.append(
+            "Ack mode's rate was bound by the rooms' round trips (a room sends its next message after the previous "
+            "one's ack or timeout) at " + ", ".join(trips) + "."
+        )
+    if queued:
+        lines.append(
+            "Where the ack path beyond the injected latency took a second or more (p50), its longest part: "
+            + "; ".join(queued)
+            + "."
+        )
+    if busy:
+        lines.append("Ack mode's rate was bound by the worker's own CPU at " + ", ".join(busy) + ".")
+    if starved:
+        lines.append(
+            "At " + ", ".join(starved) + " neither bound explains the rate: rooms waited for a worker that got "
+            "less than a CPU of the shared machine (every process of the run, and other work, on 2 CPUs)."
+        )
     return lines

@@ -65,6 +65,10 @@ def latencies(
       the ack's round trip as the webhook received it, minus the latency the simulator injected.
     - ``ack_at_worker_minus_injected``: the same with the ``acked`` event's ts_ms (when the worker had the
       ack from the acks topic and resolved the message) instead of the webhook's acked_at_ms.
+    - the latter in three parts: ``send_to_accepted`` (accepted_at_ms - sent_at_ms: the worker's wait for a
+      pooled HTTP connection and the request), ``delivered_to_webhook`` (acked_at_ms - delivered_at_ms: the
+      simulator's callback and the webhook) and ``webhook_to_worker`` (ts_ms - acked_at_ms: Kafka and the
+      worker's ack reader).
     """
     room_terminals: dict[str, list[tuple[int, int]]] = {}  # room -> sorted (offset, ts_ms)
     partition_terminals: dict[int, list[int]] = {}  # partition -> sorted ts_ms
@@ -96,12 +100,15 @@ def latencies(
                 turn = max(turn, stamps[j - 1])
         turn_to_sent.append(sent - turn)
 
-    injected: dict[tuple[str, str], int] = {}
+    receipt_times: dict[tuple[str, str], tuple[int, int]] = {}  # (room, message) -> (accepted_at_ms, delivered_at_ms)
     for r in receipts:
         if r.get("room_id") is not None and not r.get("duplicate"):
-            injected[(r["room_id"], r["message_id"])] = r["delivered_at_ms"] - r["accepted_at_ms"]
+            receipt_times[(r["room_id"], r["message_id"])] = (r["accepted_at_ms"], r["delivered_at_ms"])
     at_webhook: list[float] = []
     at_worker: list[float] = []
+    send_to_accepted: list[float] = []
+    delivered_to_webhook: list[float] = []
+    webhook_to_worker: list[float] = []
     timeouts = 0
     for e in events:
         sent = e.get("sent_at_ms")
@@ -109,14 +116,22 @@ def latencies(
             continue
         if e["type"] == "ack_timeout":
             timeouts += 1
-        elif e["type"] == "acked" and (drawn := injected.get((e["room_id"], e["message_id"]))) is not None:
+        elif e["type"] == "acked" and (stamp := receipt_times.get((e["room_id"], e["message_id"]))) is not None:
+            accepted, delivered = stamp
+            drawn = delivered - accepted
             at_webhook.append(e["acked_at_ms"] - sent - drawn)
             at_worker.append(e["ts_ms"] - sent - drawn)
+            send_to_accepted.append(accepted - sent)
+            delivered_to_webhook.append(e["acked_at_ms"] - delivered)
+            webhook_to_worker.append(e["ts_ms"] - e["acked_at_ms"])
     return {
         "consumed_to_sent_ms": spread(consumed_to_sent),
         "turn_to_sent_ms": spread(turn_to_sent),
         "ack_at_webhook_minus_injected_ms": spread(at_webhook),
         "ack_at_worker_minus_injected_ms": spread(at_worker),
+        "send_to_accepted_ms": spread(send_to_accepted),
+        "delivered_to_webhook_ms": spread(delivered_to_webhook),
+        "webhook_to_worker_ms": spread(webhook_to_worker),
         "ack_timeouts": timeouts,
     }
 

@@ -144,6 +144,7 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         f"- Command: `{_command(results)}`",
         f"- Machine: {machine.get('cpus', '—')} CPUs ({machine.get('cpu_model', 'model not recorded')}), "
         f"{figure(machine.get('ram_gb'))} GB RAM, {machine.get('platform', '—')}",
+        f"- Code: {_code(matrix.get('code'))}",
         f"- Python {machine.get('python', '—')}, Kafka {machine.get('kafka', '—')} (one KRaft broker on loopback), "
         "PostgreSQL (Debian's, on loopback); every service a separate process on the same machine",
         f"- Load average (1, 5, 15 min) at the start: {_loads(machine.get('load_average_at_start'))}, "
@@ -157,6 +158,15 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
     out += components(results)
     out += ["## Reading", "", *(f"- {line}" for line in reading(results)), ""]
     return "\n".join(out)
+
+
+def _code(code: Any) -> str:
+    if not isinstance(code, Mapping) or not code.get("commit"):
+        return "commit not recorded"
+    modified = code.get("modified") or []
+    return f"commit {code['commit'][:12]}" + (
+        f", plus uncommitted changes to {', '.join(f'`{m}`' for m in modified)}" if modified else ""
+    )
 
 
 def _loads(values: Any) -> str:
@@ -267,6 +277,26 @@ def _matrix_sections(
             "ack timeouts",
         ],
         rows,
+    )
+    out += [
+        "The ack path at the worker, in its three parts (p50 / p99, ms): *send→accepted*: accepted_at_ms of the "
+        "receipt - sent_at_ms (the worker's wait for one of its pooled HTTP connections, then the request); "
+        "*delivered→webhook*: acked_at_ms - delivered_at_ms (the simulator's callback sender and the webhook); "
+        "*webhook→worker*: the `acked` event's ts_ms - acked_at_ms (Kafka and the worker's ack reader).",
+        "",
+    ]
+    parts = ("send_to_accepted_ms", "delivered_to_webhook_ms", "webhook_to_worker_ms")
+    out += table(
+        ["rooms", "ack rate", "mode", "send→accepted", "delivered→webhook", "webhook→worker"],
+        [
+            [figure(s["rooms"]), f"{s['ack_rate']:g}", mode]
+            + [
+                f"{figure(dig(s, mode, 'latency', k, 'p50'))} / {figure(dig(s, mode, 'latency', k, 'p99'))}"
+                for k in parts
+            ]
+            for s in ok
+            for mode in ("ack", "partition")
+        ],
     )
     out += [f"![Added latency in ack mode]({rel}/latency.svg)", "", "### Worker cost", ""]
     out += [
