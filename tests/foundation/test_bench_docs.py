@@ -29,6 +29,9 @@ def _mode(msgs_per_s: float, cpu_us: float, reordered: int) -> dict[str, Any]:
             "turn_to_sent_ms": {"p50": 1.0, "p99": 7.0, "n": 100},
             "ack_at_webhook_minus_injected_ms": spread,
             "ack_at_worker_minus_injected_ms": {"p50": 167.0, "p99": 818.0, "n": 100},
+            "send_to_accepted_ms": {"p50": 2.0, "p99": 31.0, "n": 100},
+            "delivered_to_webhook_ms": {"p50": 44.0, "p99": 290.0, "n": 100},
+            "webhook_to_worker_ms": {"p50": 121.0, "p99": 497.0, "n": 100},
             "ack_timeouts": 0,
         },
         "receipts": {
@@ -61,6 +64,7 @@ RESULTS: dict[str, Any] = {
             "started_utc": "2026-11-22 13:14:36",
             "duration_s": 77.3,
             "quick": False,
+            "code": {"commit": "0279a9152ced7e0f", "modified": ["services/worker/inturn_worker/room.py"]},
             "setup": {
                 "partitions": 12,
                 "payload_bytes": 1024,
@@ -120,6 +124,8 @@ def test_the_page_tables_carry_the_figures_of_each_scenario(tmp_path: Path) -> N
     assert "| 100 | 1 | 739.7 | 2,075.9 | 193.5 | 3.82 | 111.1 (122.2) |" in page
     assert "2 CPUs (Test CPU), 23.5 GB RAM" in page
     assert "Kafka 4.1.1" in page
+    assert "commit 0279a9152ced, plus uncommitted changes to `services/worker/inturn_worker/room.py`" in page
+    assert "| 100 | 1 | ack | 2 / 31 | 44 / 290 | 121 / 497 |" in page
     assert "at the start: 4.4, 2.96, 2.31" in page
     assert "r25000a85: TimeoutError('no send')" in page  # a failed scenario is named, not dropped silently
     assert "| webhook statuses/s, batched callbacks | 5,403.3 |" in page
