@@ -50,7 +50,7 @@ class ServiceProcess:
         with self.log_file.open("ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "inturn_cli.main", *self.command],
-                env={**os.environ, **self.env},
+                env={"MALLOC_ARENA_MAX": "2", **os.environ, **self.env},  # as the container image sets it
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -52,6 +52,9 @@ class PlatformAdapter(ABC):
             total=None, connect=None, sock_connect=send_timeout_s, sock_read=send_timeout_s
         )
         self._session: aiohttp.ClientSession | None = None
+        # Sends beyond the pool wait here, holding nothing but their place in line: a send queued inside
+        # aiohttp would already hold a whole request (a few KB), times every room waiting at once.
+        self._slots = asyncio.Semaphore(pool_size)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -70,7 +73,10 @@ class PlatformAdapter(ABC):
     async def send(self, prepared: PreparedSend) -> SendResult:
         """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure."""
         try:
-            async with self._client().post(prepared.url, data=prepared.body, headers=prepared.headers) as resp:
+            async with (
+                self._slots,
+                self._client().post(prepared.url, data=prepared.body, headers=prepared.headers) as resp,
+            ):
                 body = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")

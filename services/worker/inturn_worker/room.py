@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -26,7 +26,7 @@ from inturn_worker.events import EventLog
 from inturn_worker.limits import CircuitBreaker, TokenBucket, full_jitter_backoff
 from inturn_worker.partition import PartitionGone, PartitionState
 from inturn_worker.store import CursorUpdate, Store, retrying
-from inturn_worker.timeouts import AckTimeout
+from inturn_worker.timeouts import AckTimeout, Deadlines
 
 log = structlog.get_logger("inturn.worker.room")
 
@@ -51,6 +51,7 @@ class Entry:
     not_before_ms: int | None
     consumed_at_ms: int
     prepared: PreparedSend | PermanentPlatformError | None = None
+    next: Entry | None = None  # the room's next entry (see EntryQueue)
 
     @classmethod
     def of(cls, part: PartitionState, offset: int, raw: bytes, message: Message, consumed_at_ms: int) -> Entry:
@@ -72,12 +73,75 @@ class Entry:
         return decode(Message, self.raw)
 
 
+class EntryQueue:
+    """A room's entries in offset order, chained through ``Entry.next``.
+
+    A ``deque`` reserves a 64-slot block even for one entry (about 600 bytes); most rooms hold one or
+    two messages, and tens of thousands of rooms wait at once.
+    """
+
+    __slots__ = ("_head", "_size", "_tail")
+
+    def __init__(self) -> None:
+        self._head: Entry | None = None
+        self._tail: Entry | None = None
+        self._size = 0
+
+    def append(self, entry: Entry) -> None:
+        """Add ``entry`` at the end."""
+        entry.next = None
+        if self._tail is None:
+            self._head = entry
+        else:
+            self._tail.next = entry
+        self._tail = entry
+        self._size += 1
+
+    @property
+    def head(self) -> Entry | None:
+        """The first entry (None when empty)."""
+        return self._head
+
+    def popleft(self) -> Entry:
+        """Remove and return the first entry."""
+        entry = self._head
+        if entry is None:
+            raise IndexError("pop from an empty room queue")
+        self._head = entry.next
+        if self._head is None:
+            self._tail = None
+        entry.next = None
+        self._size -= 1
+        return entry
+
+    def remove_if(self, drop: Callable[[Entry], bool]) -> None:
+        """Keep only the entries ``drop`` is false for, in order."""
+        entries = [e for e in self if not drop(e)]
+        self._head = self._tail = None
+        self._size = 0
+        for entry in entries:
+            self.append(entry)
+
+    def __iter__(self) -> Iterator[Entry]:
+        entry = self._head
+        while entry is not None:
+            following = entry.next
+            yield entry
+            entry = following
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._head is not None
+
+
 @dataclass(slots=True)
 class Room:
     """A room's queue (room order = offset order) and its running loop, if any."""
 
     room_id: str
-    queue: deque[Entry] = field(default_factory=deque)
+    queue: EntryQueue = field(default_factory=EntryQueue)
     task: asyncio.Task[None] | None = None
     in_flight: bool = False
     blocked: bool = False
@@ -112,6 +176,7 @@ class Rooms:
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
         self._timeouts: dict[str, AckTimeout] = {}
+        self._deadlines = Deadlines()
         self._cursor_updates: dict[str, CursorUpdate] = {}
         self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
         self._prepare_ahead = settings.worker_prepare_ahead
@@ -139,7 +204,7 @@ class Rooms:
         room = self._rooms.get(room_id)
         if room is None:
             return None
-        head = room.queue[0] if room.queue else None
+        head = room.queue.head
         return {
             "room_id": room_id,
             "buffered": len(room.queue),
@@ -178,7 +243,7 @@ class Rooms:
             part.revoked = True
             part.wake()
         gone = {id(p) for p in parts}
-        rooms = [r for r in self._rooms.values() if r.queue and id(r.queue[0].part) in gone]
+        rooms = [r for r in self._rooms.values() if r.queue.head is not None and id(r.queue.head.part) in gone]
         tasks = [r.task for r in rooms if r.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
@@ -194,7 +259,7 @@ class Rooms:
                 grace_s=grace_s,
             )
         for room in rooms:
-            room.queue = deque(e for e in room.queue if id(e.part) not in gone)
+            room.queue.remove_if(lambda e: id(e.part) in gone)
             self._router.forget_room(room.room_id)
             if not room.queue and room.task is None:
                 self._rooms.pop(room.room_id, None)
@@ -213,8 +278,7 @@ class Rooms:
 
     async def _run(self, room: Room) -> None:
         try:
-            while room.queue:
-                entry = room.queue[0]
+            while (entry := room.queue.head) is not None:
                 if entry.part.gone:
                     return
                 durable_first = await self._deliver(room, entry)
@@ -329,11 +393,11 @@ class Rooms:
         self._router.sent(room.room_id, entry.message_id, result.platform_message_id)
         self._prepare_next(room, adapter)
         timeout = self._timeout(platform)
-        handle = asyncio.get_running_loop().call_later(timeout.seconds, _expire, future)
+        deadline = self._deadlines.add(timeout.seconds, future)
         try:
             ack = await future
         finally:
-            handle.cancel()
+            self._deadlines.cancel(deadline)
         if ack is None:
             metrics.ack_timeouts.inc()
             self._terminal(
@@ -563,11 +627,6 @@ class Rooms:
                 raise PartitionGone(part.partition)
             await asyncio.sleep(2.0)  # an operator's action is rare; polling every 2 s is plenty
         room.blocked = False
-
-
-def _expire(future: asyncio.Future[Ack | None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _reason_kind(reason: str) -> str:

@@ -7,8 +7,13 @@ messages do not feed it (their latency is unknown), so it cannot collapse onto i
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import heapq
+import itertools
+import math
 from collections import deque
+from typing import Any
 
 
 class AckTimeout:
@@ -53,3 +58,49 @@ class AckTimeout:
     def seconds(self) -> float:
         """The timeout to use for the next message (the fixed one until enough latencies were seen)."""
         return self._current
+
+
+class Deadlines:
+    """Every waiting message's ack deadline on one loop timer: a heap, re-armed for the earliest deadline.
+
+    A loop timer per message costs about 500 bytes (tens of thousands of rooms wait at once) and a
+    schedule and a cancel per message; a heap entry costs a third of that. A cancelled entry stays in
+    the heap until its time but lets go of its future at once.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[list[Any]] = []  # [when, sequence, future or None]
+        self._sequence = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+
+    def add(self, delay_s: float, future: asyncio.Future[Any]) -> list[Any]:
+        """Resolve ``future`` with None after ``delay_s`` unless it is done by then; a handle for ``cancel``."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay_s
+        entry: list[Any] = [when, next(self._sequence), future]
+        heapq.heappush(self._heap, entry)
+        if when < self._timer_at:
+            self._arm(loop, when)
+        return entry
+
+    @staticmethod
+    def cancel(entry: list[Any]) -> None:
+        """Forget the deadline (its heap entry goes when its time comes)."""
+        entry[2] = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(when, self._fire, loop)
+        self._timer_at = when
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer, self._timer_at = None, math.inf
+        heap, now = self._heap, loop.time()
+        while heap and heap[0][0] <= now:
+            future = heapq.heappop(heap)[2]
+            if future is not None and not future.done():
+                future.set_result(None)
+        if heap:
+            self._arm(loop, heap[0][0])
