@@ -174,24 +174,33 @@ def reading(results: Results) -> list[str]:
     if (w := r.get("worker")) and (ratio := w.get("cpu_ratio_worker_vs_bare_post")) is not None:
         target = w.get("target_ratio")
         verdict = "met" if target is not None and ratio <= target else "not met"
-        lines.append(f"Worker CPU per message against a bare POST: {ratio:g}x, target ≤ {target}: {verdict}.")
+        lines.append(
+            f"Worker CPU per message against a bare POST: {ratio:g}x, target ≤ {target}: {verdict}" + _earlier(w)
+        )
     if w and (rss := dig(w, "rooms_in_flight", "worker_rss_mb")) is not None:
         target = w.get("target_rss_mb")
         verdict = "met" if target is not None and rss <= target else "not met"
         rooms = figure(dig(w, "rooms_in_flight", "rooms"))
-        lines.append(f"Worker RSS with {rooms} rooms in flight: {rss:g} MiB, target ≤ {target} MiB: {verdict}.")
+        lines.append(
+            f"Worker RSS with {rooms} rooms in flight: {rss:g} MiB, target ≤ {target} MiB: {verdict}" + _earlier(w)
+        )
     if (h := r.get("webhook")) and (rate := dig(h, "batched", "statuses_per_s")) is not None:
         target = h.get("target_statuses_per_s")
         verdict = "met" if target is not None and rate >= target else "not met"
-        lines.append(f"Webhook, batched callbacks: {rate:,.0f} statuses/s, target ≥ {target}: {verdict}.")
+        lines.append(f"Webhook, batched callbacks: {rate:,.0f} statuses/s, target ≥ {target}: {verdict}" + _earlier(h))
     if (p := r.get("report")) and (seconds := dig(p, "report", "seconds")) is not None:
         target = p.get("target_seconds")
         verdict = "met" if target is not None and seconds <= target else "not met"
         lines.append(
             f"Spark report over {figure(p.get('events'))} events: {seconds:g} s, target ≤ {target} s: {verdict} "
-            f"(measured with load average {figure(p.get('load_average_1m'))})."
+            f"(measured with load average {figure(p.get('load_average_1m'))})" + _earlier(p)
         )
     return lines
+
+
+def _earlier(figures: Mapping[str, Any]) -> str:
+    """`` (figures of <file of date>)`` for figures completed from an earlier run, else ``.``."""
+    return f" ({figures['_from']})." if "_from" in figures else "."
 
 
 def span(values: Sequence[float], digits: int = 2) -> str:
@@ -217,11 +226,13 @@ def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) ->
     ack_part = [s["ack_over_partition"] for s in ok if s["ack_over_partition"] is not None]
     if ack_part:
         best = max(ok, key=lambda s: s["ack_over_partition"] or 0)
+        partitions = float(setup.get("partitions") or 0)
+        per_partition = [partitions / s["partition"]["msgs_per_s"] * 1000 for s in ok if s["partition"]["msgs_per_s"]]
         lines.append(
             f"Key-level ordering ('ack') delivered {span(ack_part, 1)} times the rate of partition-level ordering "
             f"on the same {setup.get('partitions')} partitions (most at {named(best)}): 'partition' mode has one "
             "message in flight per partition, so its rate is bounded by partitions / ack round trip whatever the "
-            "room count."
+            f"room count ({span(per_partition, 0)} ms per message per partition here)."
         )
     ack_raw = [s["ack_over_raw"] for s in ok if s["ack_over_raw"] is not None]
     cpu_ratio = [s["ack_cpu_over_raw_cpu"] for s in ok if s["ack_cpu_over_raw_cpu"] is not None]
@@ -255,8 +266,10 @@ def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) ->
     biggest = max(ok, key=lambda s: s["rooms"])
     lines.append(
         f"With {figure(biggest['rooms'])} rooms the worker held up to "
-        f"{figure(biggest['ack']['peak_active_rooms'])} active rooms in ack mode at "
-        f"{figure(biggest['ack']['worker_peak_rss_mb'])} MiB peak RSS."
+        f"{figure(biggest['partition']['peak_active_rooms'])} rooms with buffered messages at once in partition "
+        f"mode ({figure(biggest['partition']['worker_peak_rss_mb'])} MiB peak RSS) and up to "
+        f"{figure(biggest['ack']['peak_active_rooms'])} in ack mode ({figure(biggest['ack']['worker_peak_rss_mb'])} "
+        "MiB), where rooms that sent their whole backlog leave the worker."
     )
     if any(s["partition"]["backlog_left_at_end"] == 0 or s["ack"]["backlog_left_at_end"] == 0 for s in ok):
         lines.append("Caution: a backlog drained before its window ended; that rate undercounts the mode.")
@@ -292,7 +305,7 @@ def limits(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[st
         else:
             starved.append(
                 f"{named(s)} ({per_room:,.0f} ms per message per room against {expected:,.0f}; "
-                f"worker {used:.2f} CPU s/s)"
+                f"worker {used:.2f} CPU s/s, {figure(ack['peak_active_rooms'])} rooms active at most)"
             )
     lines = []
     if trips:
@@ -310,7 +323,8 @@ def limits(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[st
         lines.append("Ack mode's rate was bound by the worker's own CPU at " + ", ".join(busy) + ".")
     if starved:
         lines.append(
-            "At " + ", ".join(starved) + " neither bound explains the rate: rooms waited for a worker that got "
-            "less than a CPU of the shared machine (every process of the run, and other work, on 2 CPUs)."
+            "At " + ", ".join(starved) + " neither bound explains the rate: the worker used well under a CPU on a "
+            "machine loaded beyond its CPUs, so it most likely waited for CPU time; this run does not show it "
+            "directly."
         )
     return lines
