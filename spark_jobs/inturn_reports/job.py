@@ -21,6 +21,7 @@ from inturn_reports.load import write_csv, write_jdbc, write_tables
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
 from inturn_reports.transform import (
+    FACT_COLUMNS,
     ReportParams,
     latency_histogram,
     message_facts,
@@ -75,8 +76,12 @@ class Tables:
 
 
 def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Tables:
-    """Every report table from the raw frames; the message facts are persisted too (every table reads them)."""
-    facts = message_facts(events, acks, params).persist(StorageLevel.MEMORY_AND_DISK)
+    """Every report table from the raw frames; the message facts are persisted too (every table reads them).
+
+    Only the facts' columns the tables read are kept (``FACT_COLUMNS``): the ids and raw timings are
+    most of a fact's width and no table needs them once the facts are computed.
+    """
+    facts = message_facts(events, acks, params).select(*FACT_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
     per_room = rooms(facts, params).persist(StorageLevel.MEMORY_AND_DISK)
     tables = {
         "summary": summary(facts, params),

@@ -7,6 +7,7 @@ transform of those facts (``summary``, ``rooms``, ``worst_rooms``, ``timeline``,
 
 from inturn_reports.transform.facts import ReportParams, message_facts
 from inturn_reports.transform.tables import (
+    FACT_COLUMNS,
     LATENCY_EDGES_MS,
     latency_histogram,
     rooms,
@@ -16,6 +17,7 @@ from inturn_reports.transform.tables import (
 )
 
 __all__ = [
+    "FACT_COLUMNS",
     "LATENCY_EDGES_MS",
     "ReportParams",
     "latency_histogram",

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from inturn.schemas import AckStatus, EventType
 
 _KEY = ["room_id", "message_id"]
+_ACK_COLUMNS = ("status", "platform_ts_ms", "received_at_ms")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,52 @@ def _min_where(cond: Column, value: Column) -> Column:
     return F.min(F.when(cond, value))
 
 
-def _per_message_events(events: DataFrame) -> DataFrame:
+def _event_rows(events: DataFrame) -> DataFrame:
+    """The events' columns the facts need, plus the ack columns as nulls (see ``_per_message``)."""
+    return events.select(
+        *_KEY,
+        "type",
+        "platform",
+        "mode",
+        "partition",
+        "offset",
+        "ts_ms",
+        "created_at_ms",
+        "sent_at_ms",
+        *[F.lit(None).cast("string" if c == "status" else "long").alias(c) for c in _ACK_COLUMNS],
+    )
+
+
+def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
+    """Acks with the (room_id, message_id) of the message they are about; unmatched ones are dropped."""
+    by_pmid = (
+        events.where((F.col("type") == EventType.DISPATCHED.value) & F.col("platform_message_id").isNotNull())
+        .select(*_KEY, "platform_message_id")
+        .dropDuplicates(["platform_message_id"])
+    )
+    named = acks.where(F.col("message_id").isNotNull()).select(*_KEY, *_ACK_COLUMNS)
+    unnamed = (
+        acks.where(F.col("message_id").isNull())
+        .select("platform_message_id", *_ACK_COLUMNS)
+        .join(by_pmid, "platform_message_id")
+        .select(*_KEY, *_ACK_COLUMNS)
+    )
+    return named.unionByName(unnamed)
+
+
+def _ack_rows(matched: DataFrame) -> DataFrame:
+    """Matched acks in the shape of ``_event_rows`` (event columns null)."""
+    nulls = {"type": "string", "platform": "string", "mode": "string", "partition": "int", "offset": "long",
+             "ts_ms": "long", "created_at_ms": "long", "sent_at_ms": "long"}  # fmt: skip
+    return matched.select(*_KEY, *[F.lit(None).cast(t).alias(c) for c, t in nulls.items()], *_ACK_COLUMNS)
+
+
+def _per_message(rows: DataFrame) -> DataFrame:
+    """One aggregation over a message's events and matched acks together (no join between the two).
+
+    Event rows have null ack columns and ack rows null event columns; every aggregate below ignores
+    nulls, so each reads only the rows of its own kind.
+    """
     kind = F.col("type")
     dispatched = kind == EventType.DISPATCHED.value
     terminal = kind.isin(
@@ -49,7 +95,9 @@ def _per_message_events(events: DataFrame) -> DataFrame:
         EventType.SKIPPED_DUPLICATE.value,
         EventType.SENT.value,
     )
-    return events.groupBy(*_KEY).agg(
+    status = F.col("status")
+    positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
+    return rows.groupBy(*_KEY).agg(
         # A message has one platform, mode and offset; min() only makes the choice deterministic.
         F.min("platform").alias("platform"),
         F.min("mode").alias("mode"),
@@ -67,30 +115,6 @@ def _per_message_events(events: DataFrame) -> DataFrame:
         _has(EventType.SKIPPED_DUPLICATE).alias("skipped_duplicate"),
         _has(EventType.SENT).alias("sent"),
         _count(EventType.RETRIED).alias("retries"),
-    )
-
-
-def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
-    """Acks with the (room_id, message_id) of the message they are about; unmatched ones are dropped."""
-    by_pmid = (
-        events.where((F.col("type") == EventType.DISPATCHED.value) & F.col("platform_message_id").isNotNull())
-        .select(*_KEY, "platform_message_id")
-        .dropDuplicates(["platform_message_id"])
-    )
-    named = acks.where(F.col("message_id").isNotNull()).select(*_KEY, "status", "platform_ts_ms", "received_at_ms")
-    unnamed = (
-        acks.where(F.col("message_id").isNull())
-        .select("platform_message_id", "status", "platform_ts_ms", "received_at_ms")
-        .join(by_pmid, "platform_message_id")
-        .select(*_KEY, "status", "platform_ts_ms", "received_at_ms")
-    )
-    return named.unionByName(unnamed)
-
-
-def _per_message_acks(matched: DataFrame) -> DataFrame:
-    status = F.col("status")
-    positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
-    return matched.groupBy(*_KEY).agg(
         _min_where(status == AckStatus.DELIVERED.value, F.col("platform_ts_ms")).alias("delivered_ts_ms"),
         _min_where(status == AckStatus.SENT.value, F.col("platform_ts_ms")).alias("platform_sent_ts_ms"),
         F.max((status == AckStatus.READ.value).cast("int")).alias("_read"),
@@ -109,9 +133,11 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
     facts = (
-        _per_message_events(events)
+        # Shuffled once, by room: the per-message aggregation and the room-order window below both run
+        # on this partitioning, so neither moves the rows again.
+        _per_message(_event_rows(events).unionByName(_ack_rows(_matched_acks(events, acks))).repartition("room_id"))
+        # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
-        .join(_per_message_acks(_matched_acks(events, acks)), _KEY, "left")
         .withColumn("date", F.to_date(F.timestamp_millis("first_ts_ms")))
         .withColumn("device_ts_ms", F.coalesce("delivered_ts_ms", "platform_sent_ts_ms"))
         .withColumn("delivered", F.col("delivered_ts_ms").isNotNull() | (F.coalesce("_read", F.lit(0)) == 1))
