@@ -136,6 +136,77 @@ def _bare(
         line.stop()
 
 
+def _post_json(url: str, body: object) -> None:
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - loopback
+        resp.read()
+
+
+def _rooms_in_flight(
+    kafka: LocalKafka, pg: LocalPostgres, rooms: int, sim_env: dict[str, str], worker_env: dict[str, str]
+) -> dict[str, Any]:
+    """Every room with a message sent and waiting for its ack, and its next message buffered, at once: the
+    simulator withholds every status until each room's first message reached it; RSS is read then. Then
+    the statuses are released and everything drains (the drain's peak RSS is reported too)."""
+    name = "rss"
+    settings = KafkaSettings(
+        kafka_bootstrap=kafka.bootstrap,
+        topic_messages=f"{name}.messages",
+        topic_acks=f"{name}.acks",
+        topic_events=f"{name}.events",
+        topic_dlq=f"{name}.dlq",
+        topic_partitions=4,
+    )
+    topics.create(make_admin(settings), settings)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
+    env = {
+        **worker_env,
+        "INTURN_WORKER_ACK_TIMEOUT_MS": "600000",  # nothing may time out while the statuses are held
+        "INTURN_WORKER_HIGH_WATERMARK": "100000",
+        "INTURN_WORKER_LOW_WATERMARK": "50000",
+        "INTURN_WORKER_POOL_SIZE": "500",
+    }
+    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=env)
+    line.start_sim()
+    line.start_webhook()
+    worker = line.add_worker("w1")
+    try:
+        _post_json(f"{line.sim_url}/_sim/config", {"withhold_recipients": [f"49170{r:07d}" for r in range(rooms)]})
+        idle_rss, _ = worker.rss_mb()
+        t0 = time.monotonic()
+        total = line.produce(rooms=rooms, per_room=2, prefix=name, payload_bytes=1024)
+        while line.stats()["accepted"] < rooms:
+            if time.monotonic() - t0 > 600:
+                raise TimeoutError(f"{name}: not every room had sent its first message after 600 s")
+            time.sleep(0.5)
+        rss, _ = worker.rss_mb()
+        filled = time.monotonic() - t0
+        _post_json(f"{line.sim_url}/_sim/config", {"withhold_recipients": []})
+        deadline = time.monotonic() + 600
+        while committed_total(settings, line.group) < total:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name}: not drained after 600 s")
+            time.sleep(0.5)
+        _, peak = worker.rss_mb()
+        report = line.report()
+        return {
+            "rooms_in_flight": rooms,
+            "messages": total,
+            "worker_idle_rss_mb": round(idle_rss, 1),
+            "worker_rss_mb_all_rooms_in_flight": round(rss, 1),
+            "worker_kb_per_room": round((rss - idle_rss) * 1024 / rooms, 2),
+            "worker_peak_rss_mb_incl_drain": round(peak, 1),
+            "seconds_to_fill": round(filled, 1),
+            "lost": report.lost,
+            "reordered": report.reordered,
+            "duplicated": report.duplicated,
+        }
+    finally:
+        line.stop()
+
+
 def run(quick: bool) -> dict[str, Any]:
     """CPU per message (worker vs bare POST, same run) and RSS with 25k rooms in flight."""
     rooms, per_room = (500, 10) if quick else (2000, 10)
@@ -149,29 +220,7 @@ def run(quick: bool) -> dict[str, Any]:
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
         bare = _bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env)
         cpu = _scenario(kafka, pg, "cpu", rooms, per_room, sim_env, worker_env, 1024, within=600)
-        big_rooms = 5000 if quick else 25_000
-        memory = _scenario(
-            kafka,
-            pg,
-            "rss",
-            big_rooms,
-            2,
-            {
-                **sim_env,
-                "INTURN_SIM_LATENCY_MEDIAN_MS": "3000",
-                "INTURN_SIM_LATENCY_P99_MS": "4000",
-                "INTURN_SIM_LATENCY_MAX_MS": "4500",
-            },
-            {
-                **worker_env,
-                "INTURN_WORKER_ACK_TIMEOUT_MS": "20000",
-                "INTURN_WORKER_HIGH_WATERMARK": "100000",
-                "INTURN_WORKER_LOW_WATERMARK": "50000",
-                "INTURN_WORKER_POOL_SIZE": "500",
-            },
-            payload_bytes=1024,
-            within=900,
-        )
+        memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     return {
         "bare_post": bare,
         "worker": cpu,

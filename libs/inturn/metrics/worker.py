@@ -61,6 +61,8 @@ class PlatformMetrics:
     ack_latency: Any
     send_latency: Any
     ack_timeout_seconds: Any
+    late_acks: Any
+    duplicate_acks: Any
 
 
 @functools.cache
@@ -73,4 +75,6 @@ def for_platform(platform: str) -> PlatformMetrics:
         ACK_LATENCY.labels(platform),
         SEND_LATENCY.labels(platform),
         ACK_TIMEOUT_SECONDS.labels(platform),
+        LATE_ACKS.labels(platform),
+        DUPLICATE_ACKS.labels(platform),
     )

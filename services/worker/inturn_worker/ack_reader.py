@@ -146,7 +146,7 @@ class AckReader:
             return
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
-            m.LATE_ACKS.labels(ack.platform).inc()
+            m.for_platform(ack.platform).late_acks.inc()
             self._events.emit(
                 EventType.LATE_ACK,
                 ack.room_id,
@@ -159,7 +159,7 @@ class AckReader:
                 detail=ack.status.value,
             )
         elif routed is Routed.DUPLICATE:
-            m.DUPLICATE_ACKS.labels(ack.platform).inc()
+            m.for_platform(ack.platform).duplicate_acks.inc()
 
     async def close(self) -> None:
         """Stop reading and close the consumer."""
