@@ -53,7 +53,12 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_adaptive_min_ms: int = Field(500, ge=10, description="Adaptive timeout lower clamp.")
     worker_adaptive_max_ms: int = Field(30_000, ge=10, description="Adaptive timeout upper clamp.")
     worker_early_ack_ttl_ms: int = Field(120_000, ge=1000, description="How long an ack that beat its send is kept.")
-    worker_send_timeout_ms: int = Field(10_000, ge=100, description="HTTP timeout of one send attempt.")
+    worker_send_timeout_ms: int = Field(
+        10_000,
+        ge=100,
+        description="Timeout of one send attempt on the wire: connecting, then waiting for the answer "
+        "(the wait for a free pooled connection is not counted).",
+    )
     worker_retry_max_attempts: int = Field(8, ge=1, description="Send attempts before a transient error is final.")
     worker_retry_base_ms: int = Field(200, ge=1, description="Backoff base (full jitter, doubling).")
     worker_retry_cap_ms: int = Field(30_000, ge=1, description="Largest single backoff.")
