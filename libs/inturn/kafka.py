@@ -167,7 +167,8 @@ class AsyncProducer:
         key: str | bytes | None = None,
         headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> asyncio.Future[Message]:
-        """Queue a record; the future resolves once Kafka confirmed it (or failed)."""
+        """Queue a record; the future resolves once Kafka confirmed it (or failed). ``BufferError`` when
+        librdkafka's local queue is full (Kafka is not keeping up or is away): it does not wait for room."""
         future: asyncio.Future[Message] = self._loop.create_future()
         loop = self._loop
 
@@ -180,8 +181,9 @@ class AsyncProducer:
         try:
             self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
         except BufferError:
-            # Local queue full: wait for deliveries to drain it once, then try again.
-            self._producer.poll(0.5)
+            # Local queue full: serve the deliveries already confirmed (never waiting: this runs on the event
+            # loop) and try once more; still full, the BufferError goes to the caller, who refuses the work.
+            self._producer.poll(0)
             self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc

@@ -62,6 +62,10 @@ async def test_waiting_for_a_pooled_connection_does_not_count_against_the_send_t
         await runner.cleanup()
     assert sorted(r.platform_message_id for r in results) == sorted(f"wamid.{n}" for n in range(1, 7))
     assert sorted(accepted) == sorted(f"4917{n:04d}" for n in range(6))
+    # Each send is stamped when its request left, after its wait for the connection: the stamps spread over
+    # the five 0.3 s answers before the last one (all at once if the wait were counted as part of the send).
+    stamps = sorted(r.sent_at_ms or 0 for r in results)
+    assert stamps[-1] - stamps[0] >= 1_200
 
 
 @pytest.mark.asyncio

@@ -10,7 +10,7 @@ import aiohttp
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.schemas import Message
+from inturn.schemas import Message, now_ms
 from inturn.settings.worker import PlatformSettings
 
 
@@ -35,6 +35,7 @@ class SendResult:
     """The platform accepted the message under this id."""
 
     platform_message_id: str
+    sent_at_ms: int | None = None  # when the request left (after any wait for a pooled connection)
 
 
 class PlatformAdapter(ABC):
@@ -73,20 +74,19 @@ class PlatformAdapter(ABC):
     async def send(self, prepared: PreparedSend) -> SendResult:
         """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure."""
         try:
-            async with (
-                self._slots,
-                self._client().post(prepared.url, data=prepared.body, headers=prepared.headers) as resp,
-            ):
-                body = await resp.read()
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
+            async with self._slots:
+                sent_at_ms = now_ms()
+                async with self._client().post(prepared.url, data=prepared.body, headers=prepared.headers) as resp:
+                    body = await resp.read()
+                    status = resp.status
+                    retry_after = resp.headers.get("Retry-After")
         except TimeoutError as exc:
             raise TransientPlatformError("send timed out", status=None) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise TransientPlatformError(f"connection error: {exc.__class__.__name__}: {exc}") from exc
         if 200 <= status < 300:
             try:
-                return self.parse_accepted(body)
+                return SendResult(self.parse_accepted(body).platform_message_id, sent_at_ms)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise PermanentPlatformError(f"unexpected 2xx body: {body[:200]!r}", status=status) from exc
         raise self.classify_error(status, body, retry_after)

@@ -507,7 +507,9 @@ class Rooms:
                 raise _Failed(exc.reason) from exc
             breaker.record(True)
             send_latency.observe(time.perf_counter() - t0)
-            return result, attempt, sent_at_ms
+            # The adapter's stamp is when the request left, after any wait for a pooled connection: ack latency
+            # (and the adaptive timeout learning from it) must not count that wait.
+            return result, attempt, result.sent_at_ms or sent_at_ms
 
     def _timeout(self, platform: str) -> AckTimeout:
         timeout = self._timeouts.get(platform)
