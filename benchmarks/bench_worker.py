@@ -192,10 +192,10 @@ def _rooms_in_flight(
         _, peak = worker.rss_mb()
         report = line.report()
         return {
-            "rooms_in_flight": rooms,
+            "rooms": rooms,
             "messages": total,
             "worker_idle_rss_mb": round(idle_rss, 1),
-            "worker_rss_mb_all_rooms_in_flight": round(rss, 1),
+            "worker_rss_mb": round(rss, 1),  # every room in flight at once
             "worker_kb_per_room": round((rss - idle_rss) * 1024 / rooms, 2),
             "worker_peak_rss_mb_incl_drain": round(peak, 1),
             "seconds_to_fill": round(filled, 1),
