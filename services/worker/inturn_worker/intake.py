@@ -88,7 +88,7 @@ class Intake:
             offsets, self._pending_commit = self._pending_commit, None
             self._commit(offsets, asynchronous=True)
         self._backpressure()
-        return consume_batch(self._consumer, batch_size, 0.1)
+        return consume_batch(self._consumer, batch_size, 0.1, linger=0.005)
 
     async def _take(self, batch: list[Message]) -> None:
         consumed_at = now_ms()
