@@ -77,6 +77,7 @@ def run(quick: bool) -> dict[str, Any]:
     """Report and baseline scan over 10M generated events (1M when quick); seconds, peak memory, ratio."""
     events = 1_000_000 if quick else 10_000_000
     folder = _input(events)
+    load_before = os.getloadavg()[0]  # the box is shared: wall times only compare at a similar load
     out = INPUT_ROOT / "report-out"
     report = _measured(
         [sys.executable, "-m", "inturn_reports", "--source", "files", "--input", str(folder), "--out", str(out),
@@ -93,6 +94,7 @@ def run(quick: bool) -> dict[str, Any]:
         "baseline_scan": scan,
         "ratio_report_to_scan": round(report["seconds"] / scan["seconds"], 2),
         "target_seconds": 180,
+        "load_average_1m_before": round(load_before, 2),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
