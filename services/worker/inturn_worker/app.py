@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
+import threading
 
 import structlog
 from aiohttp import web
@@ -160,6 +162,12 @@ def main(settings: WorkerSettings) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
         await worker.run()
+        # The shutdown's work is done (drained, checkpointed, committed, events confirmed, consumers closed).
+        # What is left is tearing objects down, and librdkafka's rd_kafka_destroy can block intermittently
+        # (e.g. on a metadata request in flight); the orchestrator would wait out its grace period and SIGKILL.
+        watchdog = threading.Timer(_TEARDOWN_S, _exit_after_stuck_teardown)
+        watchdog.daemon = True
+        watchdog.start()
 
     profile_path = os.environ.get("INTURN_WORKER_PROFILE")  # a development aid: cProfile stats written on exit
     profiler = None
@@ -177,3 +185,17 @@ def main(settings: WorkerSettings) -> None:
         if profiler is not None and profile_path:
             profiler.disable()
             profiler.dump_stats(profile_path)
+    # Exit without the interpreter's teardown of librdkafka handles (see above): nothing is left to save.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+_TEARDOWN_S = 10.0
+
+
+def _exit_after_stuck_teardown() -> None:
+    log.warning("teardown_stuck_exit", waited_s=_TEARDOWN_S)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
