@@ -72,7 +72,8 @@ def test_kill_9_of_the_webhook_every_15_s_keeps_every_room_in_order(chaos_pipeli
     line = chaos_pipeline
     for name in ("w1", "w2"):
         line.add_worker(name)
-    per_room = PER_ROOM * 6  # long enough for at least two kills on an idle box too (~800 messages/s)
+    line.wait_balanced()
+    per_room = PER_ROOM * 12  # long enough for at least two kills on an idle box too (~1,500 messages/s)
     total = line.produce(rooms=ROOMS, per_room=per_room)
     scenario = Scenario("kill -9 the webhook every 15 s", line, f"{ROOMS} rooms x {per_room}, 2 workers")
     webhook = line.webhook
@@ -105,6 +106,7 @@ def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
         line.start_webhook()
         for name in ("w1", "w2"):
             line.add_worker(name)
+        line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("PostgreSQL stopped and restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
         progress(scenario, 0.25, total)
@@ -139,6 +141,7 @@ def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
         line.start_webhook()
         for name in ("w1", "w2"):
             line.add_worker(name)
+        line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("Kafka broker restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers, 1 broker")
         progress(scenario, 0.25, total)

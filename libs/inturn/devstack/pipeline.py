@@ -8,6 +8,7 @@ killed, frozen or restarted like in production, and the simulator's receipt log 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,36 @@ class Pipeline:
         worker = ServiceProcess(name, ["worker"], worker_env, self.workdir, f"http://127.0.0.1:{port}/healthz")
         self.workers[name] = worker.start()
         return worker
+
+    def worker_gauge(self, name: str, metric: str) -> float | None:
+        """A gauge from a worker's /metrics (None when the worker does not answer)."""
+        worker = self.workers[name]
+        if not worker.health_url:
+            return None
+        url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+                for line in resp.read().decode().splitlines():
+                    if line.startswith(metric + " "):
+                        return float(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+    def wait_balanced(self, within: float = 60.0) -> None:
+        """Wait until every worker owns some of the messages partitions and together they own all: the group
+        has settled, so a fault injected next does not also land on the workers' first rebalance."""
+        deadline = time.monotonic() + within
+        while True:
+            owned = [self.worker_gauge(name, "inturn_worker_assigned_partitions") for name in self.workers]
+            if (
+                all(n is not None and n > 0 for n in owned)
+                and sum(n or 0 for n in owned) == self.topics.topic_partitions
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers own {owned} of {self.topics.topic_partitions} partitions after {within}s")
+            time.sleep(0.2)  # polling the condition above, with a deadline
 
     def produce(self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0) -> int:
         """Produce ``per_room`` messages to each of ``rooms`` rooms, interleaved; returns how many."""
