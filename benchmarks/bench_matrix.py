@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -298,16 +297,15 @@ def _measure(
         line.start_sim()
         line.start_webhook()
         worker = line.add_worker("w1")
-        metrics_url = (worker.health_url or "").rsplit("/", 1)[0] + "/metrics"
         deadline = time.monotonic() + 120
         while int(line.stats()["accepted"]) == 0:
             if time.monotonic() > deadline or not worker.running:
                 raise TimeoutError(f"{name}: no send reached the simulator within 120 s (log: {worker.log_file})")
             time.sleep(0.2)
         warmup_s = plan.warmup_s + len(produced) / WARMUP_ROOMS_PER_S  # the worker takes every room in first
-        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + warmup_s, 0.0)
+        peak_rooms = _sample_rooms(line, time.monotonic() + warmup_s, 0.0)
         start_ms, cpu0 = now_ms(), worker.cpu_seconds()
-        peak_rooms = _sample_rooms(metrics_url, time.monotonic() + plan.window_s, peak_rooms)
+        peak_rooms = _sample_rooms(line, time.monotonic() + plan.window_s, peak_rooms)
         end_ms, cpu1 = now_ms(), worker.cpu_seconds()
         rss, peak_rss = worker.rss_mb()
         if not worker.running:
@@ -337,24 +335,12 @@ def _measure(
     }
 
 
-def _sample_rooms(metrics_url: str, until: float, peak: float) -> float:
+def _sample_rooms(line: Pipeline, until: float, peak: float) -> float:
     """Wait until ``until`` (monotonic), reading the worker's active-rooms gauge every 2 s; the peak seen."""
     while (left := until - time.monotonic()) > 0:
-        peak = max(peak, _gauge(metrics_url, "inturn_worker_active_rooms"))
+        peak = max(peak, line.worker_gauge("w1", "inturn_worker_active_rooms") or 0.0)
         time.sleep(min(2.0, max(left, 0.0)))
     return peak
-
-
-def _gauge(metrics_url: str, name: str) -> float:
-    """A gauge from the worker's /metrics; 0 when the busy worker does not answer in time."""
-    try:
-        with urllib.request.urlopen(metrics_url, timeout=5) as resp:  # noqa: S310 - loopback
-            for line in resp.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-    except (TimeoutError, OSError):
-        return 0.0
-    return 0.0
 
 
 def _read_events(settings: KafkaSettings) -> list[dict[str, Any]]:

@@ -23,16 +23,18 @@ from inturn.kafka import committed_total, make_admin
 from inturn.settings import KafkaSettings
 
 
-def _gauge(url: str, name: str) -> float:
-    """A gauge from the worker's /metrics (0 when it does not answer in time: a busy worker is no error)."""
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=15) as resp:  # noqa: S310 - loopback
-            for line in resp.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-    except (TimeoutError, OSError):
-        return 0.0
-    return 0.0
+def _topics(kafka: LocalKafka, name: str) -> KafkaSettings:
+    """Fresh topics ``<name>.*`` of 4 partitions."""
+    settings = KafkaSettings(
+        kafka_bootstrap=kafka.bootstrap,
+        topic_messages=f"{name}.messages",
+        topic_acks=f"{name}.acks",
+        topic_events=f"{name}.events",
+        topic_dlq=f"{name}.dlq",
+        topic_partitions=4,
+    )
+    topics.create(make_admin(settings), settings)
+    return settings
 
 
 def _scenario(
@@ -46,24 +48,14 @@ def _scenario(
     payload_bytes: int,
     within: float,
 ) -> dict[str, Any]:
-    settings = KafkaSettings(
-        kafka_bootstrap=kafka.bootstrap,
-        topic_messages=f"{name}.messages",
-        topic_acks=f"{name}.acks",
-        topic_events=f"{name}.events",
-        topic_dlq=f"{name}.dlq",
-        topic_partitions=4,
-    )
-    topics.create(make_admin(settings), settings)
+    settings = _topics(kafka, name)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
     line.start_sim()
     line.start_webhook()
     worker = line.add_worker("w1")
-    worker_url = worker.health_url.rsplit("/", 1)[0] if worker.health_url else ""
     try:
-        while _gauge(worker_url, "inturn_worker_assigned_partitions") < 4:
-            time.sleep(0.2)
+        line.wait_balanced()
         cpu0 = worker.cpu_seconds()
         t0 = time.monotonic()
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
@@ -72,7 +64,7 @@ def _scenario(
         while committed_total(settings, line.group) < total:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name}: not done after {within}s")
-            peak_rooms = max(peak_rooms, _gauge(worker_url, "inturn_worker_active_rooms"))
+            peak_rooms = max(peak_rooms, line.worker_gauge("w1", "inturn_worker_active_rooms", timeout=15) or 0.0)
             time.sleep(0.5)
         wall = time.monotonic() - t0
         cpu = worker.cpu_seconds() - cpu0
@@ -99,15 +91,7 @@ def _scenario(
 def _bare(
     kafka: LocalKafka, requests: int, concurrency: int, recipients: int, payload_bytes: int, sim_env: dict[str, str]
 ) -> dict[str, Any]:
-    settings = KafkaSettings(
-        kafka_bootstrap=kafka.bootstrap,
-        topic_messages="bare.messages",
-        topic_acks="bare.acks",
-        topic_events="bare.events",
-        topic_dlq="bare.dlq",
-        topic_partitions=4,
-    )
-    topics.create(make_admin(settings), settings)
+    settings = _topics(kafka, "bare")
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
     line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
     line.start_sim()
@@ -151,15 +135,7 @@ def _rooms_in_flight(
     simulator withholds every status until each room's first message reached it; RSS is read then. Then
     the statuses are released and everything drains (the drain's peak RSS is reported too)."""
     name = "rss"
-    settings = KafkaSettings(
-        kafka_bootstrap=kafka.bootstrap,
-        topic_messages=f"{name}.messages",
-        topic_acks=f"{name}.acks",
-        topic_events=f"{name}.events",
-        topic_dlq=f"{name}.dlq",
-        topic_partitions=4,
-    )
-    topics.create(make_admin(settings), settings)
+    settings = _topics(kafka, name)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     env = {
         **worker_env,

@@ -136,14 +136,14 @@ class Pipeline:
         self.workers[name] = worker.start()
         return worker
 
-    def worker_gauge(self, name: str, metric: str) -> float | None:
-        """A gauge from a worker's /metrics (None when the worker does not answer)."""
+    def worker_gauge(self, name: str, metric: str, timeout: float = 5.0) -> float | None:
+        """A gauge from a worker's /metrics (None when the worker does not answer in ``timeout``)."""
         worker = self.workers[name]
         if not worker.health_url:
             return None
         url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
         try:
-            with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback
+            with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback
                 for line in resp.read().decode().splitlines():
                     if line.startswith(metric + " "):
                         return float(line.split()[1])
