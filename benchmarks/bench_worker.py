@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -120,14 +119,6 @@ def _bare(
         line.stop()
 
 
-def _post_json(url: str, body: object) -> None:
-    request = urllib.request.Request(  # noqa: S310 - loopback
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - loopback
-        resp.read()
-
-
 def _rooms_in_flight(
     kafka: LocalKafka, pg: LocalPostgres, rooms: int, sim_env: dict[str, str], worker_env: dict[str, str]
 ) -> dict[str, Any]:
@@ -149,7 +140,7 @@ def _rooms_in_flight(
     line.start_webhook()
     worker = line.add_worker("w1")
     try:
-        _post_json(f"{line.sim_url}/_sim/config", {"withhold_recipients": [f"49170{r:07d}" for r in range(rooms)]})
+        line.configure_sim({"withhold_recipients": [f"49170{r:07d}" for r in range(rooms)]})
         idle_rss, _ = worker.rss_mb()
         t0 = time.monotonic()
         total = line.produce(rooms=rooms, per_room=2, prefix=name, payload_bytes=1024)
@@ -159,7 +150,7 @@ def _rooms_in_flight(
             time.sleep(0.5)
         rss, _ = worker.rss_mb()
         filled = time.monotonic() - t0
-        _post_json(f"{line.sim_url}/_sim/config", {"withhold_recipients": []})
+        line.configure_sim({"withhold_recipients": []})
         deadline = time.monotonic() + 600
         while committed_total(settings, line.group) < total:
             if time.monotonic() > deadline:

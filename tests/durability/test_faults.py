@@ -136,19 +136,12 @@ def test_postgres_stopped_for_a_while_pauses_sending_and_progress_resumes_withou
 
 
 def test_sigterm_turns_readiness_false_at_once_and_a_second_signal_exits_without_waiting(pipeline: Pipeline) -> None:
-    import json
     import signal
     import urllib.error
     import urllib.request
 
     # The platform withholds room-0's acks: its first message stays in flight, so the drain has to wait.
-    request = urllib.request.Request(  # noqa: S310 - the simulator on loopback
-        f"{pipeline.sim_url}/_sim/config",
-        data=json.dumps({"withhold_recipients": ["491700000000"]}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - loopback
+    pipeline.configure_sim({"withhold_recipients": ["491700000000"]})
     worker = pipeline.add_worker("w1", INTURN_WORKER_ACK_TIMEOUT_MS="60000", INTURN_WORKER_REVOKE_GRACE_MS="60000")
     ready_url = (worker.health_url or "").replace("/healthz", "/readyz")
     pipeline.produce(rooms=1, per_room=2)

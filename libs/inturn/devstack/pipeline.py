@@ -202,6 +202,17 @@ class Pipeline:
         with urllib.request.urlopen(f"{self.sim_url}/_sim/stats", timeout=10) as resp:  # noqa: S310 - loopback
             return dict(json.loads(resp.read()))
 
+    def configure_sim(self, knobs: dict[str, Any]) -> None:
+        """Change the simulator's knobs at run time (``POST /_sim/config``), e.g. ``withhold_recipients``."""
+        request = urllib.request.Request(  # noqa: S310 - loopback
+            f"{self.sim_url}/_sim/config",
+            data=json.dumps(knobs).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 - loopback
+            resp.read()
+
     def report(self) -> Report:
         """Lost, duplicated and reordered messages per room, judged from the receipt log."""
         return check(self.receipts(), self.produced)
