@@ -9,6 +9,8 @@ matrix: a broker restart re-sent up to 2 messages per room before this was fixed
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import TopicPartition
 
@@ -17,7 +19,7 @@ from inturn.schemas import Ack, AckStatus, encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
-from inturn_worker.acks import AckRouter
+from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.events import EventLog
 from inturn_worker.partition import PartitionState
 
@@ -63,3 +65,54 @@ def test_an_acks_partition_is_not_caught_up_before_the_acks_published_before_the
         reader._consumer.close()  # close() needs the reader's event loop; this test has none
     # Five acks wait at offsets 0..4 and none was read: the partition must not be ready to send yet.
     assert part not in ready
+
+
+async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_worker_had_finished(
+    inturn_topics: KafkaSettings, test_id: str
+) -> None:
+    """The worker owned the partition, saw room-0#3 acked, lost the partition before the cursor reached
+    PostgreSQL (a broker restart: events unconfirmed, session lost) and gets the partition back. The ack it
+    re-reads is the only proof room-0#3 is done: it must resolve room-0#3 when the room comes to it again,
+    not be dropped as a duplicate of what the worker remembers (found by the fault matrix's broker row:
+    rooms of a regained partition had the acked message and the one in flight both sent again)."""
+    settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
+    partition = partition_for("room-0", settings.topic_partitions)
+    producer = make_producer(settings)
+    ack = Ack(
+        room_id="room-0",
+        message_id="room-0#3",
+        platform="whatsapp",
+        platform_message_id="wamid.3",
+        status=AckStatus.SENT,
+        platform_ts_ms=now_ms(),
+        received_at_ms=now_ms(),
+    )
+    producer.produce(settings.topic_acks, key="room-0", value=encode(ack))
+    assert producer.flush(30) == 0
+    router = AckRouter(3600)
+    # The first ownership: room-0#3 was sent and acked (its future resolved, the router remembers it).
+    first = router.expect("room-0", "room-0#3")
+    router.sent("room-0", "room-0#3", "wamid.3")
+    assert router.route(ack)[0] is Routed.RESOLVED
+    assert first.done()
+    router.finish("room-0", "room-0#3", "wamid.3", timed_out=False, partition=partition, offset=3, platform="whatsapp")
+    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    reader = AckReader(settings, router, events)
+    part = PartitionState(partition, lease_s=5)
+    try:
+        reader.assign([part], since_ms=0)  # the partition comes back
+        routed, deadline = 0, time.monotonic() + 30
+        while routed == 0:
+            assert time.monotonic() < deadline, "the ack published before the assignment was never read"
+            batch, _ = reader._step()
+            for record in batch:
+                assert record.error() is None, record.error()
+                reader._route(record)
+                routed += 1
+    finally:
+        reader._consumer.close()
+    again = router.expect("room-0", "room-0#3")
+    assert again.done(), "the re-read ack was dropped: room-0#3 would be sent a second time"
+    result = again.result()
+    assert result is not None
+    assert result.platform_message_id == "wamid.3"

@@ -46,6 +46,7 @@ class AckReader:
     def assign(self, parts: list[PartitionState], since_ms: int) -> None:
         """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
         has read up to where its acks partition ended at the assignment (applied on the reader's thread)."""
+        self._router.forget_partitions({p.partition for p in parts})
         self._changes.append(("assign", parts, since_ms))
 
     def unassign(self, parts: list[PartitionState]) -> None:

@@ -97,6 +97,16 @@ class AckRouter:
             if len(self._finished_pmid) > 2 * self._finished_capacity:
                 self._finished_pmid.clear()
 
+    def forget_partitions(self, partitions: set[int]) -> None:
+        """These partitions are (re)assigned: forget the messages of theirs this worker finished before.
+
+        A worker that lost a partition and gets it back re-reads its acks; an ack of a message it had seen
+        acked, but whose cursor never reached PostgreSQL, is the only proof that the message is done, so it
+        must wait as an early ack for that message to come up again, not be dropped as a duplicate.
+        """
+        for key in [k for k, f in self._finished.items() if f.partition in partitions]:
+            del self._finished[key]
+
     def forget_room(self, room_id: str) -> None:
         """Drop waiting futures of a room whose partition was taken away (they are cancelled by the caller)."""
         for key in [k for k in self._waiting if k[0] == room_id]:
