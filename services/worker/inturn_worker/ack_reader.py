@@ -35,7 +35,15 @@ class AckReader:
         self._router = router
         self._events = events
         self._consumer = make_consumer(
-            settings, f"{settings.worker_group_id}.acks.{settings.worker_id}", **{"auto.offset.reset": "latest"}
+            settings,
+            f"{settings.worker_group_id}.acks.{settings.worker_id}",
+            **{
+                "auto.offset.reset": "latest",
+                # A consumer that reads by manual assignment refreshes only the topics it is assigned; one left with
+                # no partition while a broker restarted can keep a stale view of the acks topic (offset lookups
+                # answer "Local: Unknown partition") for the default 15 minutes. Cached metadata ages out sooner.
+                "metadata.max.age.ms": 15_000,
+            },
         )
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
         self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
@@ -68,8 +76,16 @@ class AckReader:
                     "acks_assignment_retry", action=action, partitions=[p.partition for p in parts], error=str(exc)
                 )
                 self._retry_at = time.monotonic() + 1.0
+                self._refresh_metadata()
                 return
             self._changes.popleft()
+
+    def _refresh_metadata(self) -> None:
+        """Ask the broker for the acks topic's metadata now (the answer replaces what the client had cached)."""
+        try:
+            self._consumer.list_topics(self._settings.topic_acks, timeout=5)
+        except KafkaException as exc:
+            log.warning("acks_metadata_refresh_failed", error=str(exc))
 
     def _apply(self, action: str, parts: list[PartitionState], since_ms: int) -> None:
         topic = self._settings.topic_acks
