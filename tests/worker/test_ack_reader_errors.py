@@ -8,8 +8,9 @@ is not marked caught up meanwhile. Here the error is made deterministic with a p
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, NewPartitions, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions
 
 from inturn.kafka import make_producer
 from inturn.settings import KafkaSettings
