@@ -296,6 +296,32 @@ async def test_when_kafka_does_not_confirm_the_answer_is_503_and_the_process_is_
     assert record_count(inturn_topics, inturn_topics.topic_acks) == 0
 
 
+async def test_when_the_producer_queue_stays_full_the_answer_is_503_and_the_webhook_goes_on(
+    inturn_topics: KafkaSettings,
+) -> None:
+    """Kafka away long enough that librdkafka's local queue fills: ``produce`` raises ``BufferError``, which the
+    webhook must answer 503 (the platform retries), not let out as a 500 or a crash."""
+    settings = webhook_settings_for(
+        inturn_topics,
+        kafka_bootstrap=f"127.0.0.1:{free_port()}",  # nothing listens there: the queued record stays queued
+        kafka_client_config={"queue.buffering.max.messages": "1"},
+        webhook_kafka_confirm_timeout_ms=300,
+    )
+    async with started(settings) as webhook:
+        two = meta_payload(
+            meta_status("wamid.1", room="r", message="m1"), meta_status("wamid.2", room="r", message="m2")
+        )
+        response = await webhook.post_meta(
+            two
+        )  # the first status takes the queue's one place, the second finds it full
+        assert response.status_code == 503
+        assert response.json() == {"detail": "producer queue full"}
+        assert response.headers["retry-after"] == "1"
+        again = await webhook.post_meta(meta_payload(meta_status("wamid.3", room="r", message="m3")))
+        assert again.status_code == 503
+        assert (await webhook.client.get("/healthz")).status_code == 200
+
+
 async def test_the_webhook_is_ready_once_kafka_answered(webhook: Webhook) -> None:
     deadline = time.monotonic() + 10
     ready = await webhook.client.get("/readyz")
