@@ -282,8 +282,8 @@ def limits(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[st
     A room's mean time per message is rooms / rate. When that is within 1.5x of its expected round trip
     (median injected latency + ack path p50 + turn-to-send p50 + lost-ack share x ack timeout), the rooms'
     round trips were the bound, and an ack path of a second or more is named by its longest part. Otherwise
-    rooms sat waiting for the worker: either its own CPU (near one CPU second per second) or the machine's
-    CPUs it shares with every other process.
+    rooms sat waiting for the worker: its own CPU when it used near one CPU second per second; below that,
+    the run does not say (the machine's CPUs are shared with every other process, which is not measured).
     """
     median = float(dig(setup, "latency_ms", "median") or 0)
     timeout = float(setup.get("ack_timeout_ms") or 0)
@@ -323,8 +323,8 @@ def limits(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) -> list[st
         lines.append("Ack mode's rate was bound by the worker's own CPU at " + ", ".join(busy) + ".")
     if starved:
         lines.append(
-            "At " + ", ".join(starved) + " neither bound explains the rate: the worker used well under a CPU on a "
-            "machine loaded beyond its CPUs, so it most likely waited for CPU time; this run does not show it "
-            "directly."
+            "At " + ", ".join(starved) + " neither bound explains the rate: the worker used well under one CPU "
+            "second per second, while the broker, simulator and webhook share the machine's CPUs with it; whether "
+            "the worker waited for CPU time is not measured in this run."
         )
     return lines
