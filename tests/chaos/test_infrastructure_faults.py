@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -97,16 +98,25 @@ def test_kill_9_of_the_webhook_every_15_s_keeps_every_room_in_order(chaos_pipeli
     assert_target(scenario, report)
 
 
-def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
-    inturn_topics: KafkaSettings, own_postgres: LocalPostgres, tmp_path: Path, test_id: str
-) -> None:
-    line = Pipeline(inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
+@contextmanager
+def two_workers(topics_: KafkaSettings, dsn: str, workdir: Path, test_id: str) -> Iterator[Pipeline]:
+    """Simulator, webhook and two workers on ``topics_`` and ``dsn``, the group settled; stopped afterwards."""
+    line = Pipeline(topics_, dsn, workdir, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
     try:
         line.start_sim()
         line.start_webhook()
         for name in ("w1", "w2"):
             line.add_worker(name)
         line.wait_balanced()
+        yield line
+    finally:
+        line.stop()
+
+
+def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
+    inturn_topics: KafkaSettings, own_postgres: LocalPostgres, tmp_path: Path, test_id: str
+) -> None:
+    with two_workers(inturn_topics, own_postgres.dsn, tmp_path, test_id) as line:
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("PostgreSQL stopped and restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
         progress(scenario, 0.25, total)
@@ -118,8 +128,6 @@ def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
         scenario.fault("PostgreSQL started again", 0)
         scenario.wait_drained(total, 180)
         report = scenario.verdict()
-    finally:
-        line.stop()
     assert stalled_at < total, "the outage came too late to test anything"
     assert_target(scenario, report)
 
@@ -128,20 +136,7 @@ def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
     own_kafka: LocalKafka, kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
 ) -> None:
     broker = own_kafka
-    line = Pipeline(
-        topics_on(broker, kafka_settings),
-        postgres_dsn,
-        tmp_path,
-        group=f"g{test_id}",
-        sim=CHAOS_SIM,
-        worker=CHAOS_WORKER,
-    )
-    try:
-        line.start_sim()
-        line.start_webhook()
-        for name in ("w1", "w2"):
-            line.add_worker(name)
-        line.wait_balanced()
+    with two_workers(topics_on(broker, kafka_settings), postgres_dsn, tmp_path, test_id) as line:
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("Kafka broker restarted", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers, 1 broker")
         progress(scenario, 0.25, total)
@@ -153,8 +148,6 @@ def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
         scenario.fault("broker started again with its data", 0)
         scenario.wait_drained(total, 240)
         report = scenario.verdict()
-    finally:
-        line.stop()
     twice = sum(1 for room in report.rooms.values() if room.duplicated > 1)
     crashed = sorted(name for name, w in line.workers.items() if "Traceback" in w.log_file.read_text())
     print(f"chaos:   rooms with more than one message sent again: {twice}; workers that crashed: {crashed}")

@@ -7,12 +7,16 @@ is not marked caught up meanwhile. Here the error is made deterministic with a p
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 
-from inturn.kafka import make_producer
+from inturn.devstack.process import free_port
+from inturn.kafka import make_consumer, make_producer, partition_for
+from inturn.schemas import Ack, AckStatus, encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
@@ -70,3 +74,76 @@ def test_the_acks_reader_refreshes_a_stale_view_of_the_acks_topic_before_it_retr
     finally:
         reader._consumer.close()  # close() needs the reader's event loop; this test has none
     assert grown.partition in assigned, f"still not positioned after {attempts} attempts: the stale view stayed"
+
+
+def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_its_place(
+    inturn_topics: KafkaSettings, test_id: str
+) -> None:
+    """Found by the fault matrix's broker row (in CI): after the restart one worker's acks client answered every
+    lookup with "all broker connections are down" for four minutes while the broker served the other clients, and
+    the worker's new partitions never sent. Here the reader's client is swapped for one that can reach no broker;
+    after a few failed attempts the reader must build a new one that goes on where the old one was."""
+    settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
+    partitions = settings.topic_partitions
+    room = "room-0"
+    first = partition_for(room, partitions)
+    other_room = next(f"room-{n}" for n in range(1, 100) if partition_for(f"room-{n}", partitions) != first)
+    second = partition_for(other_room, partitions)
+    producer = make_producer(settings)
+
+    def publish(room_id: str, n: int) -> None:
+        ack = Ack(
+            room_id=room_id,
+            message_id=f"{room_id}#{n}",
+            platform="whatsapp",
+            platform_message_id=f"wamid.{room_id}.{n}",
+            status=AckStatus.SENT,
+            platform_ts_ms=now_ms(),
+            received_at_ms=now_ms(),
+        )
+        producer.produce(settings.topic_acks, key=room_id, value=encode(ack))
+        assert producer.flush(30) == 0
+
+    for n in range(3):
+        publish(room, n)
+    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    routed: list[tuple[int, int]] = []
+    reader = AckReader(settings, AckRouter(3600), events)
+    reader._route = lambda record: routed.append((record.partition() or 0, record.offset() or 0))  # type: ignore[method-assign]
+    reader.lookup_timeout_s = 1.0
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + 30
+        while len(routed) < count:
+            assert time.monotonic() < deadline, f"only {routed} routed"
+            reader._retry_at = 0.0
+            batch, _ = reader._step()
+            for record in batch:
+                assert record.error() is None, record.error()
+                reader._handle(record)
+
+    try:
+        reader.assign([PartitionState(first, lease_s=5)], since_ms=0)
+        read_until(3)
+        good = reader._consumer
+        wedged = make_consumer(settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{free_port()}"}), "wedged")
+        wedged.incremental_assign(good.assignment())
+        reader._consumer = wedged  # the client that can reach no broker
+        good.close()
+        reader.assign([PartitionState(second, lease_s=5)], since_ms=0)
+        attempts = 0
+        while reader._changes:
+            assert attempts < 10, "the reader kept its dead client"
+            reader._retry_at = 0.0
+            reader._apply_changes()
+            attempts += 1
+        assert reader._consumer is not wedged
+        assigned = {tp.partition for tp in reader._consumer.assignment()}
+        publish(room, 3)
+        publish(other_room, 0)
+        read_until(5)
+    finally:
+        reader._consumer.close()
+    assert assigned == {first, second}
+    # Where the old client was: the 4th ack of the first partition next (offset 3), not the first three again.
+    assert sorted(routed[3:]) == sorted([(first, 3), (second, 0)])

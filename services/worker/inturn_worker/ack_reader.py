@@ -8,12 +8,13 @@ while the partition moved are not missed (DESIGN.md, invariant 5).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import structlog
-from confluent_kafka import OFFSET_END, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
@@ -26,6 +27,9 @@ from inturn_worker.partition import PartitionState
 
 log = structlog.get_logger("inturn.worker.acks")
 
+#: Positioning attempts failed in a row after which the reader replaces its Kafka client (about a second apart).
+REBUILD_AFTER = 3
+
 
 class AckReader:
     """Consumes the acks partitions mirroring the messages assignment and routes each ack."""
@@ -34,9 +38,20 @@ class AckReader:
         self._settings = settings
         self._router = router
         self._events = events
-        self._consumer = make_consumer(
-            settings,
-            f"{settings.worker_group_id}.acks.{settings.worker_id}",
+        self._consumer = self._new_consumer()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
+        self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
+        self._catching_up: dict[int, tuple[PartitionState, int, int]] = {}  # partition -> (state, start, end)
+        self._stopping = False
+        self._retry_at = 0.0
+        self._failures = 0  # positioning attempts failed in a row
+        self._next: dict[int, int] = {}  # acks partition -> the offset to read next (for a rebuilt client)
+        self.lookup_timeout_s = 10.0
+
+    def _new_consumer(self) -> Consumer:
+        return make_consumer(
+            self._settings,
+            f"{self._settings.worker_group_id}.acks.{self._settings.worker_id}",
             **{
                 "auto.offset.reset": "latest",
                 # A consumer that reads by manual assignment refreshes only the topics it is assigned; one left with
@@ -45,11 +60,6 @@ class AckReader:
                 "metadata.max.age.ms": 15_000,
             },
         )
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
-        self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
-        self._catching_up: dict[int, tuple[PartitionState, int, int]] = {}  # partition -> (state, start, end)
-        self._stopping = False
-        self._retry_at = 0.0
 
     def assign(self, parts: list[PartitionState], since_ms: int) -> None:
         """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
@@ -72,13 +82,44 @@ class AckReader:
                 if parts:
                     self._apply(action, parts, since_ms)
             except KafkaException as exc:
+                self._failures += 1
                 log.warning(
-                    "acks_assignment_retry", action=action, partitions=[p.partition for p in parts], error=str(exc)
+                    "acks_assignment_retry",
+                    action=action,
+                    partitions=[p.partition for p in parts],
+                    error=str(exc),
+                    failures=self._failures,
                 )
                 self._retry_at = time.monotonic() + 1.0
-                self._refresh_metadata()
+                if self._failures % REBUILD_AFTER == 0:
+                    self._rebuild()
+                else:
+                    self._refresh_metadata()
                 return
+            self._failures = 0
             self._changes.popleft()
+
+    def _rebuild(self) -> None:
+        """Replace the client, keeping every partition it reads where it was.
+
+        After a broker restart a client that had no partition left was seen answering every lookup with "all
+        broker connections are down" for minutes while the broker served everyone else; a new client connects.
+        Each partition resumes at the offset after the last ack routed from it (or where it was positioned), so
+        nothing is skipped and nothing routed twice. The old client is closed on a thread of its own: a wedged
+        client may take long to close, and the reader must not wait for it.
+        """
+        old = self._consumer
+        try:
+            reading = [tp.partition for tp in old.assignment()]
+        except KafkaException:
+            reading = list(self._next)
+        topic = self._settings.topic_acks
+        resume = [TopicPartition(topic, p, self._next[p]) for p in reading if p in self._next]
+        self._consumer = self._new_consumer()
+        if resume:
+            self._consumer.incremental_assign(resume)
+        threading.Thread(target=old.close, name="acks-old-client-close", daemon=True).start()
+        log.warning("acks_reader_rebuilt", partitions=[tp.partition for tp in resume], failures=self._failures)
 
     def _refresh_metadata(self) -> None:
         """Ask the broker for the acks topic's metadata now (the answer replaces what the client had cached)."""
@@ -93,24 +134,31 @@ class AckReader:
             self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
             for part in parts:
                 self._catching_up.pop(part.partition, None)
+                self._next.pop(part.partition, None)
             return
         # Everything that can fail comes before the assignment, so a retry starts from a clean slate.
         found = self._consumer.offsets_for_times(
-            [TopicPartition(topic, p.partition, since_ms) for p in parts], timeout=10
+            [TopicPartition(topic, p.partition, since_ms) for p in parts], timeout=self.lookup_timeout_s
         )
         failed = [tp for tp in found if tp.error is not None]
         if failed:
             raise KafkaException(failed[0].error)
         ends = {
-            p.partition: self._consumer.get_watermark_offsets(TopicPartition(topic, p.partition), timeout=10)[1]
+            p.partition: self._consumer.get_watermark_offsets(
+                TopicPartition(topic, p.partition), timeout=self.lookup_timeout_s
+            )[1]
             for p in parts
         }
-        # No ack at or after since_ms (offset -1): start at the end, nothing published since then was missed.
-        positioned = [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
+        # No ack at or after since_ms (offset -1): start at the end as it was just read, not at the logical
+        # OFFSET_END, which librdkafka resolves only once its fetcher starts and would skip an ack published between.
+        positioned = [
+            TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else ends[tp.partition]) for tp in found
+        ]
         self._consumer.incremental_assign(positioned)
-        for tp in positioned:
+        for tp, at in zip(found, positioned, strict=True):
             part = next(p for p in parts if p.partition == tp.partition)
             self._catching_up[tp.partition] = (part, tp.offset, ends[tp.partition])
+            self._next[tp.partition] = at.offset  # where a rebuilt client resumes until an ack is read
 
     def _caught_up(self) -> list[PartitionState]:
         """Parts whose acks partition was read up to its end at the assignment."""
@@ -122,7 +170,7 @@ class AckReader:
         for tp in positions:
             part, start, end = self._catching_up[tp.partition]
             # Before its first record the position is OFFSET_INVALID: it is then still where it was assigned.
-            # A start of OFFSET_END means no ack was published since the look-back: nothing to read.
+            # A start below 0 means no ack was published since the look-back: nothing to read.
             position = tp.offset if tp.offset >= 0 else start
             if start < 0 or position >= end:
                 ready.append(part)
@@ -140,12 +188,19 @@ class AckReader:
         while not self._stopping:
             batch, ready = await loop.run_in_executor(self._thread, self._step)
             for record in batch:
-                if record.error() is not None:
-                    log.warning("acks_consume_error", error=str(record.error()))
-                    continue
-                self._route(record)
+                self._handle(record)
             for part in ready:
                 part.mark_acks_ready()  # after the batch above was routed
+
+    def _handle(self, record: Message) -> None:
+        """Route one consumed record and remember where its partition goes on."""
+        if record.error() is not None:
+            log.warning("acks_consume_error", error=str(record.error()))
+            return
+        self._route(record)
+        partition = record.partition()
+        if partition in self._next:
+            self._next[partition] = (record.offset() or 0) + 1
 
     def _route(self, record: Message) -> None:
         try:
