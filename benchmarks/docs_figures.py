@@ -64,6 +64,14 @@ def source(figures: Mapping[str, Any]) -> str:
     return f"`{figures['_from']}` (not this run)" if "_from" in figures else "this run"
 
 
+def _before_after(worker: Mapping[str, Any]) -> str:
+    """`` (before x, after y)`` when the baseline was measured on both sides of the worker run."""
+    runs = dig(worker, "bare_post", "cpu_us_per_request_before_and_after")
+    if not isinstance(runs, list) or len(runs) != 2:
+        return ""
+    return f" (before {figure(runs[0])}, after {figure(runs[1])})"
+
+
 def components(results: Results) -> list[str]:
     """The other benchmarks' headline figures, each with its same-run baseline and target."""
     r: Mapping[str, Any] = results.get("results", {})
@@ -73,7 +81,7 @@ def components(results: Results) -> list[str]:
             [
                 "worker CPU per delivered message vs bare POST",
                 f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
-                f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request",
+                f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request{_before_after(w)}",
                 figure(w.get("cpu_ratio_worker_vs_bare_post"), 2),
                 f"≤ {figure(w.get('target_ratio'))}",
                 source(w),

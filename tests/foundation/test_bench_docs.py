@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmarks import write_docs
+from benchmarks import docs_figures, write_docs
 
 
 def _mode(msgs_per_s: float, cpu_us: float, reordered: int) -> dict[str, Any]:
@@ -165,3 +165,18 @@ def test_a_benchmark_missing_from_the_run_is_taken_from_its_own_file_and_marked(
     assert "| bridge messages/s (Pub/Sub → Kafka) | 1,498 | 1,866 msg/s bare subscriber |" in page
     assert f"`{bench / 'bridge.json'} of " in page
     assert "(not this run)" in page
+
+
+def test_the_worker_baseline_shows_both_of_its_measurements_when_it_was_measured_twice() -> None:
+    worker = {
+        "bare_post": {"cpu_us_per_request": 111.96, "cpu_us_per_request_before_and_after": [96.84, 127.08]},
+        "worker": {"worker_cpu_us_per_message": 296.0},
+        "cpu_ratio_worker_vs_bare_post": 2.644,
+        "target_ratio": 1.3,
+    }
+    once = copy.deepcopy(worker)
+    del once["bare_post"]["cpu_us_per_request_before_and_after"]  # type: ignore[attr-defined]
+    twice_row = next(line for line in docs_figures.components({"results": {"worker": worker}}) if "bare POST" in line)
+    once_row = next(line for line in docs_figures.components({"results": {"worker": once}}) if "bare POST" in line)
+    assert "| 112.0 µs/request (before 96.8, after 127.1) | 2.64 |" in twice_row
+    assert "| 112.0 µs/request | 2.64 |" in once_row
