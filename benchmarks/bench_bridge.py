@@ -47,10 +47,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         run_id = uuid.uuid4().hex[:8]
         settings = BridgeSettings(
             kafka_bootstrap=bootstrap,
-            topic_messages=f"bench{run_id}.messages",
-            topic_acks=f"bench{run_id}.acks",
-            topic_events=f"bench{run_id}.events",
-            topic_dlq=f"bench{run_id}.dlq",
+            **topics.prefixed(f"bench{run_id}"),
             topic_partitions=12,
             bridge_project=PROJECT,
             bridge_subscription=f"bridge-{run_id}",

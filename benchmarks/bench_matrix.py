@@ -36,11 +36,11 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from benchmarks import fresh_topics
 from benchmarks import matrix_figures as figures
-from inturn import topics
 from inturn.devstack import KAFKA_VERSION, LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
-from inturn.kafka import base_config, make_admin, make_producer
+from inturn.kafka import base_config, make_producer
 from inturn.receipts import check
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings import KafkaSettings
@@ -143,19 +143,6 @@ def _code_version() -> dict[str, Any]:
     return {"commit": commit.strip(), "modified": [line[3:] for line in status.splitlines()]}
 
 
-def _topics(kafka: LocalKafka, name: str) -> KafkaSettings:
-    settings = KafkaSettings(
-        kafka_bootstrap=kafka.bootstrap,
-        topic_messages=f"{name}.messages",
-        topic_acks=f"{name}.acks",
-        topic_events=f"{name}.events",
-        topic_dlq=f"{name}.dlq",
-        topic_partitions=PARTITIONS,
-    )
-    topics.create(make_admin(settings), settings)
-    return settings
-
-
 def _sim_env(ack_rate: float) -> dict[str, str]:
     return {
         "INTURN_SIM_LATENCY_MEDIAN_MS": str(LATENCY_MS["median"]),
@@ -172,7 +159,7 @@ def _scenario(
     sim_env = _sim_env(ack_rate)
     raw = _raw(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
     per_room = max(2, math.ceil(plan.backlog / rooms))
-    modes = {mode: _topics(kafka, f"{name}-{mode}") for mode in ("ack", "partition")}
+    modes = {mode: fresh_topics(kafka.bootstrap, f"{name}-{mode}", PARTITIONS) for mode in ("ack", "partition")}
     t0 = time.monotonic()
     produced = _produce(list(modes.values()), rooms, per_room, prefix=name)
     produce_s = time.monotonic() - t0
@@ -206,7 +193,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
     """The raw HTTP loop: bare POSTs to the simulator (which calls the webhook back), no ordering."""
-    settings = _topics(kafka, name)
+    settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
     line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
     line.start_sim()

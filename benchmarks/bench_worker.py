@@ -15,25 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from inturn import topics
+from benchmarks import fresh_topics
 from inturn.devstack import LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
-from inturn.kafka import committed_total, make_admin
-from inturn.settings import KafkaSettings
-
-
-def _topics(kafka: LocalKafka, name: str) -> KafkaSettings:
-    """Fresh topics ``<name>.*`` of 4 partitions."""
-    settings = KafkaSettings(
-        kafka_bootstrap=kafka.bootstrap,
-        topic_messages=f"{name}.messages",
-        topic_acks=f"{name}.acks",
-        topic_events=f"{name}.events",
-        topic_dlq=f"{name}.dlq",
-        topic_partitions=4,
-    )
-    topics.create(make_admin(settings), settings)
-    return settings
+from inturn.kafka import committed_total
 
 
 def _scenario(
@@ -47,7 +32,7 @@ def _scenario(
     payload_bytes: int,
     within: float,
 ) -> dict[str, Any]:
-    settings = _topics(kafka, name)
+    settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
     line.start_sim()
@@ -90,7 +75,7 @@ def _scenario(
 def _bare(
     kafka: LocalKafka, requests: int, concurrency: int, recipients: int, payload_bytes: int, sim_env: dict[str, str]
 ) -> dict[str, Any]:
-    settings = _topics(kafka, "bare")
+    settings = fresh_topics(kafka.bootstrap, "bare", 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
     line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
     line.start_sim()
@@ -140,7 +125,7 @@ def _rooms_in_flight(
     simulator withholds every status until each room's first message reached it; RSS is read then. Then
     the statuses are released and everything drains (the drain's peak RSS is reported too)."""
     name = "rss"
-    settings = _topics(kafka, name)
+    settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     env = {
         **worker_env,

@@ -141,11 +141,8 @@ def kafka_settings(kafka_bootstrap: str, test_id: str) -> KafkaSettings:
     """Settings naming topics of this test's own (not yet created)."""
     return KafkaSettings(
         kafka_bootstrap=kafka_bootstrap,
-        topic_messages=f"t{test_id}.messages",
-        topic_acks=f"t{test_id}.acks",
-        topic_events=f"t{test_id}.events",
-        topic_dlq=f"t{test_id}.dlq",
         topic_partitions=4,
+        **topics.prefixed(f"t{test_id}"),
     )
 
 

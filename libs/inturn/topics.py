@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -27,6 +28,26 @@ class TopicLayout:
     acks: int | None
     events: int | None
     dlq: int | None
+
+
+class TopicNames(TypedDict):
+    """The four topic settings, as keyword arguments of ``KafkaSettings`` (and the settings built on it)."""
+
+    topic_messages: str
+    topic_acks: str
+    topic_events: str
+    topic_dlq: str
+
+
+def prefixed(prefix: str) -> TopicNames:
+    """The four topic settings of a set of topics of its own (``<prefix>.messages``, ``.acks``, ``.events``,
+    ``.dlq``), for a test, a benchmark or a demo run: ``KafkaSettings(..., **prefixed("run1"))``."""
+    return TopicNames(
+        topic_messages=f"{prefix}.messages",
+        topic_acks=f"{prefix}.acks",
+        topic_events=f"{prefix}.events",
+        topic_dlq=f"{prefix}.dlq",
+    )
 
 
 def topic_names(settings: KafkaSettings) -> list[str]:

@@ -36,11 +36,8 @@ def own_topics(broker: LocalKafka, test_id: str) -> KafkaSettings:
     """This test's topics on the module's broker."""
     settings = KafkaSettings(
         kafka_bootstrap=broker.bootstrap,
-        topic_messages=f"t{test_id}.messages",
-        topic_acks=f"t{test_id}.acks",
-        topic_events=f"t{test_id}.events",
-        topic_dlq=f"t{test_id}.dlq",
         topic_partitions=4,
+        **topics.prefixed(f"t{test_id}"),
     )
     topics.create(make_admin(settings), settings)
     wait_writable(settings, [settings.topic_messages, settings.topic_dlq])

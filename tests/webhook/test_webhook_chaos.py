@@ -34,11 +34,8 @@ async def test_a_callback_refused_503_while_kafka_is_down_is_published_once_when
     try:
         kafka = KafkaSettings(
             kafka_bootstrap=broker.bootstrap,
-            topic_messages=f"c{test_id}.messages",
-            topic_acks=f"c{test_id}.acks",
-            topic_events=f"c{test_id}.events",
-            topic_dlq=f"c{test_id}.dlq",
             topic_partitions=4,
+            **topics.prefixed(f"c{test_id}"),
         )
         topics.create(make_admin(kafka), kafka)
         settings = webhook_settings_for(kafka, webhook_kafka_confirm_timeout_ms=1000)

@@ -24,7 +24,10 @@ from inturn.kafka import AsyncProducer, committed_total, make_consumer, make_pro
 from inturn.schemas import Ack, AckStatus, Event, EventType, Message, decode, decode_callback_data, encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_worker.ack_reader import AckReader
+from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
+from inturn_worker.events import EventLog
 
 
 @dataclass
@@ -177,6 +180,33 @@ def produce_raw(settings: KafkaSettings, key: str, value: bytes) -> None:
     producer = make_producer(settings)
     producer.produce(settings.topic_messages, key=key, value=value)
     assert producer.flush(30) == 0
+
+
+def ack_of(room_id: str, n: int, status: AckStatus = AckStatus.SENT) -> Ack:
+    """A status of message ``<room_id>#<n>``, under platform id ``wamid.<room_id>.<n>``."""
+    return Ack(
+        room_id=room_id,
+        message_id=f"{room_id}#{n}",
+        platform="whatsapp",
+        platform_message_id=f"wamid.{room_id}.{n}",
+        status=status,
+        platform_ts_ms=now_ms(),
+        received_at_ms=now_ms(),
+    )
+
+
+def publish_acks(settings: KafkaSettings, acks: list[Ack]) -> None:
+    """Produce acks to the acks topic in list order (key = room), waiting for Kafka."""
+    producer = make_producer(settings)
+    for ack in acks:
+        producer.produce(settings.topic_acks, key=ack.room_id, value=encode(ack))
+    assert producer.flush(30) == 0
+
+
+def ack_reader(settings: WorkerSettings, router: AckRouter | None = None) -> AckReader:
+    """An acks reader outside a worker, driven by the test step by step (no event loop needed)."""
+    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    return AckReader(settings, router or AckRouter(3600), events)
 
 
 def worker_settings(

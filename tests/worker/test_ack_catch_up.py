@@ -14,14 +14,13 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from inturn.kafka import make_consumer, make_producer, partition_for
-from inturn.schemas import Ack, AckStatus, encode, now_ms
+from inturn.kafka import make_consumer, partition_for
+from inturn.schemas import AckStatus
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter, Routed
-from inturn_worker.events import EventLog
 from inturn_worker.partition import PartitionState
+from tests.worker.harness import ack_of, ack_reader, publish_acks
 
 pytestmark = [pytest.mark.kafka]
 
@@ -40,22 +39,9 @@ def test_an_acks_partition_is_not_caught_up_before_the_acks_published_before_the
 ) -> None:
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
     partition = partition_for("room-0", settings.topic_partitions)
-    producer = make_producer(settings)
-    for n in range(5):
-        ack = Ack(
-            room_id="room-0",
-            message_id=f"room-0#{n}",
-            platform="whatsapp",
-            platform_message_id=f"wamid.{n}",
-            status=AckStatus.DELIVERED,
-            platform_ts_ms=now_ms(),
-            received_at_ms=now_ms(),
-        )
-        producer.produce(settings.topic_acks, key="room-0", value=encode(ack))
-    assert producer.flush(30) == 0
+    publish_acks(settings, [ack_of("room-0", n, AckStatus.DELIVERED) for n in range(5)])
     assert acks_end(settings, partition) == 5
-    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
-    reader = AckReader(settings, AckRouter(3600), events)
+    reader = ack_reader(settings)
     part = PartitionState(partition, lease_s=5)
     try:
         reader.assign([part], since_ms=0)
@@ -77,27 +63,18 @@ async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_work
     rooms of a regained partition had the acked message and the one in flight both sent again)."""
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
     partition = partition_for("room-0", settings.topic_partitions)
-    producer = make_producer(settings)
-    ack = Ack(
-        room_id="room-0",
-        message_id="room-0#3",
-        platform="whatsapp",
-        platform_message_id="wamid.3",
-        status=AckStatus.SENT,
-        platform_ts_ms=now_ms(),
-        received_at_ms=now_ms(),
-    )
-    producer.produce(settings.topic_acks, key="room-0", value=encode(ack))
-    assert producer.flush(30) == 0
+    ack = ack_of("room-0", 3)
+    publish_acks(settings, [ack])
     router = AckRouter(3600)
     # The first ownership: room-0#3 was sent and acked (its future resolved, the router remembers it).
     first = router.expect("room-0", "room-0#3")
-    router.sent("room-0", "room-0#3", "wamid.3")
+    router.sent("room-0", "room-0#3", "wamid.room-0.3")
     assert router.route(ack)[0] is Routed.RESOLVED
     assert first.done()
-    router.finish("room-0", "room-0#3", "wamid.3", timed_out=False, partition=partition, offset=3, platform="whatsapp")
-    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
-    reader = AckReader(settings, router, events)
+    router.finish(
+        "room-0", "room-0#3", "wamid.room-0.3", timed_out=False, partition=partition, offset=3, platform="whatsapp"
+    )
+    reader = ack_reader(settings, router)
     part = PartitionState(partition, lease_s=5)
     try:
         reader.assign([part], since_ms=0)  # the partition comes back
@@ -115,4 +92,4 @@ async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_work
     assert again.done(), "the re-read ack was dropped: room-0#3 would be sent a second time"
     result = again.result()
     assert result is not None
-    assert result.platform_message_id == "wamid.3"
+    assert result.platform_message_id == "wamid.room-0.3"

@@ -15,14 +15,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 
 from inturn.devstack.process import free_port
-from inturn.kafka import make_consumer, make_producer, partition_for
-from inturn.schemas import Ack, AckStatus, encode, now_ms
+from inturn.kafka import make_consumer, partition_for
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.ack_reader import AckReader
-from inturn_worker.acks import AckRouter
-from inturn_worker.events import EventLog
+from inturn_worker.ack_reader import REBUILD_AFTER
 from inturn_worker.partition import PartitionState
+from tests.worker.harness import ack_of, ack_reader, publish_acks
 
 pytestmark = [pytest.mark.kafka]
 
@@ -31,8 +29,7 @@ def test_a_kafka_error_while_positioning_the_acks_reader_does_not_escape_it(
     inturn_topics: KafkaSettings, test_id: str
 ) -> None:
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
-    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
-    reader = AckReader(settings, AckRouter(3600), events)
+    reader = ack_reader(settings)
     part = PartitionState(settings.topic_partitions + 5, lease_s=5)  # no such acks partition: Kafka refuses
     try:
         reader.assign([part], since_ms=0)
@@ -53,8 +50,7 @@ def test_the_acks_reader_refreshes_a_stale_view_of_the_acks_topic_before_it_retr
     stale and nothing refreshed it), and those partitions never sent again. Here the cache is made stale on
     purpose: the reader learns the topic, then the topic grows, then a partition beyond the old count is assigned."""
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
-    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
-    reader = AckReader(settings, AckRouter(3600), events)
+    reader = ack_reader(settings)
     known = PartitionState(0, lease_s=5)
     grown = PartitionState(settings.topic_partitions + 2, lease_s=5)
     try:
@@ -66,7 +62,8 @@ def test_the_acks_reader_refreshes_a_stale_view_of_the_acks_topic_before_it_retr
         futures[settings.topic_acks].result(30)
         reader.assign([grown], since_ms=0)
         attempts = 0
-        while reader._changes and attempts < 3:
+        # Fewer attempts than it takes the reader to replace its client: only the refresh can have helped.
+        while reader._changes and attempts < REBUILD_AFTER - 1:
             reader._retry_at = 0.0  # the reader waits a second between attempts; the test takes the next at once
             reader._apply_changes()
             attempts += 1
@@ -89,26 +86,9 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
     first = partition_for(room, partitions)
     other_room = next(f"room-{n}" for n in range(1, 100) if partition_for(f"room-{n}", partitions) != first)
     second = partition_for(other_room, partitions)
-    producer = make_producer(settings)
-
-    def publish(room_id: str, n: int) -> None:
-        ack = Ack(
-            room_id=room_id,
-            message_id=f"{room_id}#{n}",
-            platform="whatsapp",
-            platform_message_id=f"wamid.{room_id}.{n}",
-            status=AckStatus.SENT,
-            platform_ts_ms=now_ms(),
-            received_at_ms=now_ms(),
-        )
-        producer.produce(settings.topic_acks, key=room_id, value=encode(ack))
-        assert producer.flush(30) == 0
-
-    for n in range(3):
-        publish(room, n)
-    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    publish_acks(settings, [ack_of(room, n) for n in range(3)])
     routed: list[tuple[int, int]] = []
-    reader = AckReader(settings, AckRouter(3600), events)
+    reader = ack_reader(settings)
     reader._route = lambda record: routed.append((record.partition() or 0, record.offset() or 0))  # type: ignore[method-assign]
     reader.lookup_timeout_s = 1.0
 
@@ -139,8 +119,7 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
             attempts += 1
         assert reader._consumer is not wedged
         assigned = {tp.partition for tp in reader._consumer.assignment()}
-        publish(room, 3)
-        publish(other_room, 0)
+        publish_acks(settings, [ack_of(room, 3), ack_of(other_room, 0)])
         read_until(5)
     finally:
         reader._consumer.close()

@@ -109,12 +109,8 @@ class AckReader:
         client may take long to close, and the reader must not wait for it.
         """
         old = self._consumer
-        try:
-            reading = [tp.partition for tp in old.assignment()]
-        except KafkaException:
-            reading = list(self._next)
         topic = self._settings.topic_acks
-        resume = [TopicPartition(topic, p, self._next[p]) for p in reading if p in self._next]
+        resume = [TopicPartition(topic, p, offset) for p, offset in self._next.items()]  # _next: what is assigned
         self._consumer = self._new_consumer()
         if resume:
             self._consumer.incremental_assign(resume)

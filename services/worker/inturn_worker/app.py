@@ -185,10 +185,7 @@ def main(settings: WorkerSettings) -> None:
         if profiler is not None and profile_path:
             profiler.disable()
             profiler.dump_stats(profile_path)
-    # Exit without the interpreter's teardown of librdkafka handles (see above): nothing is left to save.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    _exit_now()  # without the interpreter's teardown of librdkafka handles (see above): nothing is left to save
 
 
 _TEARDOWN_S = 10.0
@@ -196,6 +193,10 @@ _TEARDOWN_S = 10.0
 
 def _exit_after_stuck_teardown() -> None:
     log.warning("teardown_stuck_exit", waited_s=_TEARDOWN_S)
+    _exit_now()
+
+
+def _exit_now() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
