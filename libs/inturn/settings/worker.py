@@ -77,6 +77,12 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_prepare_ahead: int = Field(
         4, ge=0, description="Messages of a room prepared ahead while one awaits its ack."
     )
+    worker_gc_young_threshold: int = Field(
+        20_000,
+        ge=0,
+        description="Net container allocations between young garbage collections (CPython's default is 700); "
+        "objects built at start-up are frozen. 0 leaves the collector at its defaults.",
+    )
     worker_high_watermark: int = Field(5000, ge=1, description="Buffered messages that pause a partition.")
     worker_low_watermark: int = Field(1000, ge=0, description="Buffered messages below which it resumes.")
     worker_room_idle_ms: int = Field(30_000, ge=100, description="Retire a room's loop after this long idle.")

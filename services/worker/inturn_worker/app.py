@@ -23,6 +23,7 @@ from inturn.db.pool import create_pool
 from inturn.kafka import make_admin, make_producer
 from inturn.metrics import worker as m
 from inturn.platforms import ADAPTERS, PlatformAdapter
+from inturn.runtime import tune_gc
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
@@ -97,6 +98,7 @@ class Worker:
             group=settings.worker_group_id,
             http_port=self.http_port,
         )
+        tune_gc(settings.worker_gc_young_threshold)  # everything built so far lives as long as the process
         tasks = [
             asyncio.create_task(intake.run(), name="intake"),
             asyncio.create_task(acks.run(), name="acks"),
