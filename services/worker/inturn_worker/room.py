@@ -183,13 +183,24 @@ class Rooms:
 
     # --- intake side -------------------------------------------------------------------------------
 
-    def enqueue(self, entry: Entry) -> None:
-        """Append a consumed message to its room and make sure the room's loop runs."""
+    def enqueue(self, entry: Entry, message: Message | None = None) -> None:
+        """Append a consumed message to its room and make sure the room's loop runs.
+
+        ``message`` is the entry decoded (intake has just done it): an entry within the room's prepare-ahead
+        window is rendered from it now, which spares decoding it again when its turn comes.
+        """
         room_id = entry.room_id
         room = self._rooms.get(room_id)
         if room is None:
             room = self._rooms[room_id] = Room(room_id)
         room.queue.append(entry)
+        if message is not None and len(room.queue) <= self._prepare_ahead + 1:
+            adapter = self._adapters.get(entry.platform)
+            if adapter is not None:  # an unknown platform is dead-lettered when its turn comes
+                try:
+                    entry.prepared = adapter.prepare(message)
+                except PermanentPlatformError as exc:
+                    entry.prepared = exc
         if room.task is None:
             room.head_since = time.monotonic()
             room.task = asyncio.create_task(self._run(room), name=f"room:{room_id}")
