@@ -37,7 +37,7 @@ async def _enqueued(ahead: int, count: int) -> tuple[list[Entry], Counting]:
     rooms = Rooms(
         WorkerSettings(worker_prepare_ahead=ahead),
         {"whatsapp": platform},
-        Recorder(),  # type: ignore[arg-type]
+        Recorder(),
         AckRouter(early_ttl_s=60),
         MemoryStore(),  # type: ignore[arg-type]
     )
