@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
 import inturn.metrics
+from inturn.metrics.lockfree import LockFreeCounter, LockFreeHistogram
 from tests.helm.chart import CHART, Helm, Manifest, chart_tools, of_kind
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
@@ -40,7 +41,7 @@ def exported_metric_names() -> set[str]:
     for info in pkgutil.iter_modules(inturn.metrics.__path__):
         module = importlib.import_module(f"inturn.metrics.{info.name}")
         for value in vars(module).values():
-            if isinstance(value, MetricWrapperBase):
+            if isinstance(value, MetricWrapperBase | LockFreeCounter | LockFreeHistogram):
                 for family in value.describe():
                     names.update(family.name + suffix for suffix in SUFFIXES[family.type])
     return names

@@ -6,14 +6,17 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge
+
+from inturn.metrics.lockfree import LockFreeCounter, LockFreeHistogram
 
 CONSUMED = Counter("inturn_worker_consumed_total", "Messages consumed from the messages topic.", ["mode"])
-DISPATCHED = Counter("inturn_worker_dispatched_total", "Sends the platform accepted.", ["platform"])
-ACKED = Counter("inturn_worker_acked_total", "Messages acked by the platform in time.", ["platform"])
+# The metrics updated for every message are lock-free (see lockfree.py); all are updated on the event loop.
+DISPATCHED = LockFreeCounter("inturn_worker_dispatched", "Sends the platform accepted.", ["platform"])
+ACKED = LockFreeCounter("inturn_worker_acked", "Messages acked by the platform in time.", ["platform"])
 ACK_TIMEOUTS = Counter("inturn_worker_ack_timeouts_total", "Messages whose ack did not come in time.", ["platform"])
 LATE_ACKS = Counter("inturn_worker_late_acks_total", "Acks that arrived after their message timed out.", ["platform"])
-DUPLICATE_ACKS = Counter("inturn_worker_duplicate_acks_total", "Acks for messages already resolved.", ["platform"])
+DUPLICATE_ACKS = LockFreeCounter("inturn_worker_duplicate_acks", "Acks for messages already resolved.", ["platform"])
 RETRIES = Counter("inturn_worker_retries_total", "Send attempts that failed transiently.", ["platform", "reason"])
 DEAD_LETTERS = Counter("inturn_worker_dead_letters_total", "Messages dead-lettered.", ["platform", "reason"])
 SKIPPED_DUPLICATES = Counter(
@@ -28,13 +31,13 @@ ASSIGNED_PARTITIONS = Gauge("inturn_worker_assigned_partitions", "Messages parti
 COMMIT_LAG = Gauge(
     "inturn_worker_commit_lag_messages", "Consumed offsets not yet committable (not terminal).", ["partition"]
 )
-ACK_LATENCY = Histogram(
+ACK_LATENCY = LockFreeHistogram(
     "inturn_worker_ack_latency_seconds",
     "From the send's return to its ack.",
     ["platform"],
     buckets=(0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
 )
-SEND_LATENCY = Histogram(
+SEND_LATENCY = LockFreeHistogram(
     "inturn_worker_send_seconds",
     "Duration of one send attempt (HTTP).",
     ["platform"],

@@ -92,7 +92,7 @@ class Intake:
 
     async def _take(self, batch: list[Message]) -> None:
         consumed_at = now_ms()
-        consumed = m.CONSUMED.labels(self._mode)
+        consumed = 0
         new_rooms: dict[int, set[str]] = {}
         entries: list[tuple[Entry, InturnMessage]] = []
         for record in batch:
@@ -105,7 +105,7 @@ class Intake:
             if part is None or part.gone:
                 continue  # a record fetched just before its partition left; the new owner reads it again
             part.offsets.consumed(offset)
-            consumed.inc()
+            consumed += 1
             raw = record.value() or b""
             try:
                 message = decode(InturnMessage, raw)
@@ -115,6 +115,8 @@ class Intake:
             entries.append((Entry.of(part, offset, raw, message, consumed_at), message))
             if message.room_id not in part.cursors:
                 new_rooms.setdefault(partition, set()).add(message.room_id)
+        if consumed:
+            m.CONSUMED.labels(self._mode).inc(consumed)
         if new_rooms:
             await self._load_cursors(new_rooms)
         for entry, message in entries:

@@ -176,6 +176,7 @@ class Rooms:
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
         self._timeouts: dict[str, AckTimeout] = {}
+        self._timeouts_shown: dict[str, float] = {}
         self._deadlines = Deadlines()
         self._cursor_updates: dict[str, CursorUpdate] = {}
         self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
@@ -534,7 +535,10 @@ class Rooms:
                 min_s=s.worker_adaptive_min_ms / 1000,
                 max_s=s.worker_adaptive_max_ms / 1000,
             )
-        m.for_platform(platform).ack_timeout_seconds.set(timeout.seconds)
+        seconds = timeout.seconds
+        if seconds != self._timeouts_shown.get(platform):  # the gauge is set when the timeout changes, not per send
+            self._timeouts_shown[platform] = seconds
+            m.for_platform(platform).ack_timeout_seconds.set(seconds)
         return timeout
 
     def _prepare_next(self, room: Room, adapter: PlatformAdapter) -> None:
