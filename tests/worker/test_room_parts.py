@@ -6,9 +6,17 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
+from inturn.kafka import make_producer
+from inturn.schemas import Event, EventType, OrderingMode, decode
+from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.events import EventLog
 from inturn_worker.partition import PartitionState
 from inturn_worker.room import Entry, EntryQueue
 from inturn_worker.timeouts import Deadlines
+from tests.worker.harness import read_topic
 
 
 def _recorder(fired: list[str], name: str) -> Callable[[asyncio.Future[Any]], None]:
@@ -68,3 +76,39 @@ def test_entry_queue_keeps_offset_order_through_appends_pops_and_removals() -> N
     assert [queue.popleft().offset for _ in range(3)] == [3, 5, 6]
     assert not queue
     assert queue.head is None
+
+
+async def test_an_event_record_carries_every_field_of_the_event_schema(inturn_topics: KafkaSettings) -> None:
+    settings = WorkerSettings(**inturn_topics.model_dump(include=set(KafkaSettings.model_fields)), worker_id="w-7")
+    log = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    log.emit(
+        EventType.ACKED,
+        "room-1",
+        "room-1#9",
+        "whatsapp",
+        2,
+        41,
+        attempt=3,
+        created_at_ms=1,
+        consumed_at_ms=2,
+        sent_at_ms=3,
+        acked_at_ms=4,
+        platform_message_id="wamid.9",
+        detail="sent",
+    )
+    assert await log.confirm(wait_s=20)
+    (raw,) = read_topic(settings, settings.topic_events, settings.topic_partitions, expect=1)
+    assert set(orjson.loads(raw)) == set(Event.model_fields)  # written whole, not left to the model's defaults
+    event = decode(Event, raw)
+    assert (event.type, event.room_id, event.message_id, event.platform, event.partition, event.offset) == (
+        EventType.ACKED,
+        "room-1",
+        "room-1#9",
+        "whatsapp",
+        2,
+        41,
+    )
+    assert (event.attempt, event.worker_id, event.mode) == (3, "w-7", OrderingMode.ACK)
+    assert (event.created_at_ms, event.consumed_at_ms, event.sent_at_ms, event.acked_at_ms) == (1, 2, 3, 4)
+    assert (event.platform_message_id, event.detail) == ("wamid.9", "sent")
+    assert event.ts_ms >= 4

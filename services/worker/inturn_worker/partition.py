@@ -79,6 +79,10 @@ class PartitionState:
             except TimeoutError:
                 continue
 
+    def admitted(self) -> bool:
+        """True when a send may go out now (``admit`` would return at once)."""
+        return not self.gone and self.acks_ready and time.monotonic() < self._lease_until
+
     async def admit(self) -> None:
         """Return when a send may go out; raise ``PartitionGone`` once it never may."""
         while True:

@@ -181,6 +181,7 @@ class Rooms:
         self._cursor_updates: dict[str, CursorUpdate] = {}
         self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
         self._prepare_ahead = settings.worker_prepare_ahead
+        self._blocking = settings.worker_dead_letter_policy == "block"
 
     # --- intake side -------------------------------------------------------------------------------
 
@@ -317,7 +318,7 @@ class Rooms:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
             return False
-        if room.blocked or await self._store_blocked(room.room_id):
+        if room.blocked or (self._blocking and await self._store_blocked(room.room_id)):
             room.blocked = True
             m.BLOCKED_ROOMS.inc()
             await self._wait_unblocked(room, part)
@@ -363,7 +364,8 @@ class Rooms:
         if self._awaits_ack:
             # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing
             # ack evidence that the message still needs sending.
-            await entry.part.admit()
+            if not entry.part.admitted():  # the common case needs no await
+                await entry.part.admit()
             future = self._router.expect(room.room_id, entry.message_id)
             if future.done():
                 # Acked before we sent it: a previous owner sent it and the ack raced the takeover.
@@ -471,12 +473,15 @@ class Rooms:
         attempt = 0
         while True:
             attempt += 1
-            await bucket.acquire()
+            wait = bucket.reserve()  # a token, and how long to wait before using it
+            if wait > 0:
+                await asyncio.sleep(wait)
             if breaker.state != "closed":
                 m.CIRCUIT_OPEN.labels(platform, prepared.account).set(1)
                 await breaker.admit()
                 m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
-            await entry.part.admit()
+            if not entry.part.admitted():
+                await entry.part.admit()
             sent_at_ms = now_ms()
             t0 = time.perf_counter()
             try:
