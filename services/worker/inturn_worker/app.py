@@ -41,8 +41,9 @@ log = structlog.get_logger("inturn.worker")
 class Worker:
     """One worker process: a member of the consumer group with its rooms, acks reader and checkpoint."""
 
-    def __init__(self, settings: WorkerSettings) -> None:
+    def __init__(self, settings: WorkerSettings, *, own_process: bool = False) -> None:
         self.settings = settings
+        self._own_process = own_process  # process-wide tuning applies only when the worker is the process
         self.draining = False
         self._stop = asyncio.Event()
         self._checkpoint: Checkpoint | None = None
@@ -98,7 +99,8 @@ class Worker:
             group=settings.worker_group_id,
             http_port=self.http_port,
         )
-        tune_gc(settings.worker_gc_young_threshold)  # everything built so far lives as long as the process
+        if self._own_process:
+            tune_gc(settings.worker_gc_young_threshold)  # everything built so far lives as long as the process
         tasks = [
             asyncio.create_task(intake.run(), name="intake"),
             asyncio.create_task(acks.run(), name="acks"),
@@ -149,7 +151,7 @@ def main(settings: WorkerSettings) -> None:
         uvloop = None  # type: ignore[assignment]
 
     async def run() -> None:
-        worker = Worker(settings)
+        worker = Worker(settings, own_process=True)
         loop = asyncio.get_running_loop()
         signals = 0
 

@@ -13,7 +13,8 @@ from collections import deque
 
 
 class TokenBucket:
-    """``rate`` tokens per second, at most ``burst`` saved; waiters reserve a token and sleep their deficit."""
+    """``rate`` tokens per second, at most ``burst`` saved; a sender reserves a token and sleeps its deficit
+    (reservations are FIFO: each later one waits longer)."""
 
     __slots__ = ("_burst", "_rate", "_stamp", "_tokens")
 
@@ -30,12 +31,6 @@ class TokenBucket:
         self._stamp = now
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
-
-    async def acquire(self) -> None:
-        """Wait for a token (FIFO by reservation)."""
-        wait = self.reserve()
-        if wait > 0:
-            await asyncio.sleep(wait)
 
 
 class CircuitBreaker:
