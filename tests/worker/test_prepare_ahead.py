@@ -1,11 +1,12 @@
-"""Pipelined preparation: a room's next messages are rendered before their turn, sends stay in order."""
+"""Preparation: a room's head is rendered at intake; the messages behind it after the head's send."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from inturn.errors import PermanentPlatformError
-from inturn.platforms import PreparedSend
+from inturn.platforms import PreparedSend, SendResult
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
@@ -15,15 +16,16 @@ from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
 
 
 class Counting(Platform):
-    """Counts renders; refuses to render message ``m3``."""
+    """Counts renders; refuses to render message ``m0`` when told to."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse_head: bool) -> None:
         super().__init__()
         self.rendered: list[str] = []
+        self.refuse_head = refuse_head
 
     def prepare(self, message: Message) -> PreparedSend:
         self.rendered.append(message.message_id)
-        if message.message_id == "m3":
+        if self.refuse_head and message.message_id == "m0":
             raise PermanentPlatformError("no phone_number_id")
         return super().prepare(message)
 
@@ -32,38 +34,80 @@ def _message(n: int) -> Message:
     return Message(room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
 
 
-async def _enqueued(ahead: int, count: int) -> tuple[list[Entry], Counting]:
-    platform = Counting()
-    rooms = Rooms(
-        WorkerSettings(worker_prepare_ahead=ahead),
+def _rooms(platform: Counting) -> Rooms:
+    return Rooms(
+        WorkerSettings(worker_prepare_ahead=4),
         {"whatsapp": platform},
         Recorder(),
         AckRouter(early_ttl_s=60),
         MemoryStore(),  # type: ignore[arg-type]
     )
-    part = PartitionState(0, lease_s=60)
+
+
+def _enqueue(rooms: Rooms, part: PartitionState, count: int) -> list[Entry]:
     entries = []
     for n in range(count):
         message = _message(n)
+        part.offsets.consumed(n)
         entry = Entry.of(part, n, encode(message), message, now_ms())
         rooms.enqueue(entry, message)
         entries.append(entry)
+    return entries
+
+
+async def _enqueued(count: int, refuse_head: bool = False) -> tuple[list[Entry], Counting]:
+    platform = Counting(refuse_head)
+    rooms = _rooms(platform)
+    entries = _enqueue(rooms, PartitionState(0, lease_s=60), count)
     await rooms.close()  # the room's loop never ran: only what enqueue did is looked at
     return entries, platform
 
 
-def test_messages_within_the_window_are_rendered_once_at_intake_and_the_rest_wait() -> None:
-    entries, platform = asyncio.run(_enqueued(ahead=4, count=8))
-    # The head and the 4 behind it (the loop renders that many ahead anyway); m3 failed to render.
-    assert platform.rendered == ["m0", "m1", "m2", "m3", "m4"]
-    bodies = [e.prepared.body if isinstance(e.prepared, PreparedSend) else e.prepared for e in entries]
-    assert bodies[:3] == [b"m0", b"m1", b"m2"]
-    assert isinstance(bodies[3], PermanentPlatformError)
-    assert bodies[4] == b"m4"
-    assert bodies[5:] == [None, None, None]
-
-
-def test_no_window_renders_only_the_head() -> None:
-    entries, platform = asyncio.run(_enqueued(ahead=0, count=3))
+def test_the_head_is_rendered_at_intake_and_the_messages_behind_it_are_not() -> None:
+    entries, platform = asyncio.run(_enqueued(count=3))
     assert platform.rendered == ["m0"]
-    assert [e.prepared is not None for e in entries] == [True, False, False]
+    assert isinstance(entries[0].prepared, PreparedSend)
+    assert entries[0].prepared.body == b"m0"
+    assert [e.prepared for e in entries[1:]] == [None, None]
+
+
+def test_a_head_that_cannot_be_rendered_keeps_the_reason_for_its_dead_letter() -> None:
+    entries, _ = asyncio.run(_enqueued(count=1, refuse_head=True))
+    assert isinstance(entries[0].prepared, PermanentPlatformError)
+    assert entries[0].prepared.reason == "no phone_number_id"
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the room loop never got there")
+
+
+async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_order() -> None:
+    platform = Counting(refuse_head=False)
+    rooms = _rooms(platform)
+    part = PartitionState(0, lease_s=60)
+    part.epoch = 1
+    part.renew()
+    part.mark_acks_ready()
+    entries = _enqueue(rooms, part, 7)
+    await _until(lambda: platform.pending is not None)
+    assert platform.rendered == ["m0"], "nothing behind the head is rendered before the head's send"
+    assert platform.pending is not None
+    body, answer = platform.pending
+    assert body == "m0"
+    answer.set_result(SendResult("wamid.0"))
+    await _until(lambda: entries[1].prepared is not None)
+    # The head awaits its ack; the 4 messages behind it (INTURN_WORKER_PREPARE_AHEAD) are ready to go.
+    assert platform.rendered == ["m0", "m1", "m2", "m3", "m4"]
+    assert [e.prepared.body for e in entries[1:5] if isinstance(e.prepared, PreparedSend)] == [
+        b"m1",
+        b"m2",
+        b"m3",
+        b"m4",
+    ]
+    assert entries[0].prepared is None, "a sent message lets go of its body"
+    assert [e.prepared for e in entries[5:]] == [None, None]
+    await rooms.close()
