@@ -1,4 +1,4 @@
-"""Preparation: a room's head is rendered at intake; the messages behind it after the head's send."""
+"""Pipelined preparation: while a room's message awaits its ack, the next ones are rendered; sends stay in order."""
 
 from __future__ import annotations
 
@@ -50,31 +50,9 @@ def _enqueue(rooms: Rooms, part: PartitionState, count: int) -> list[Entry]:
         message = _message(n)
         part.offsets.consumed(n)
         entry = Entry.of(part, n, encode(message), message, now_ms())
-        rooms.enqueue(entry, message)
+        rooms.enqueue(entry)
         entries.append(entry)
     return entries
-
-
-async def _enqueued(count: int, refuse_head: bool = False) -> tuple[list[Entry], Counting]:
-    platform = Counting(refuse_head)
-    rooms = _rooms(platform)
-    entries = _enqueue(rooms, PartitionState(0, lease_s=60), count)
-    await rooms.close()  # the room's loop never ran: only what enqueue did is looked at
-    return entries, platform
-
-
-def test_the_head_is_rendered_at_intake_and_the_messages_behind_it_are_not() -> None:
-    entries, platform = asyncio.run(_enqueued(count=3))
-    assert platform.rendered == ["m0"]
-    assert isinstance(entries[0].prepared, PreparedSend)
-    assert entries[0].prepared.body == b"m0"
-    assert [e.prepared for e in entries[1:]] == [None, None]
-
-
-def test_a_head_that_cannot_be_rendered_keeps_the_reason_for_its_dead_letter() -> None:
-    entries, _ = asyncio.run(_enqueued(count=1, refuse_head=True))
-    assert isinstance(entries[0].prepared, PermanentPlatformError)
-    assert entries[0].prepared.reason == "no phone_number_id"
 
 
 async def _until(condition: Callable[[], bool]) -> None:
@@ -95,6 +73,7 @@ async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_o
     entries = _enqueue(rooms, part, 7)
     await _until(lambda: platform.pending is not None)
     assert platform.rendered == ["m0"], "nothing behind the head is rendered before the head's send"
+    assert [e.prepared is not None for e in entries[:2]] == [True, False]
     assert platform.pending is not None
     body, answer = platform.pending
     assert body == "m0"

@@ -120,7 +120,7 @@ class RoomMachine(RuleBasedStateMachine):
                 room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=now_ms()
             )
             self.part.offsets.consumed(n)
-            self.rooms.enqueue(Entry.of(self.part, n, encode(msg), msg, now_ms()), msg)
+            self.rooms.enqueue(Entry.of(self.part, n, encode(msg), msg, now_ms()))
         await self._settle()
 
     async def _settle(self) -> None:

@@ -94,7 +94,7 @@ class Intake:
         consumed_at = now_ms()
         consumed = 0
         new_rooms: dict[int, set[str]] = {}
-        entries: list[tuple[Entry, InturnMessage]] = []
+        entries: list[Entry] = []
         for record in batch:
             if record.error() is not None:
                 log.warning("consume_error", error=str(record.error()))
@@ -112,16 +112,16 @@ class Intake:
             except SchemaError as exc:
                 await self._undecodable(part, offset, raw, record.key(), exc.reason)
                 continue
-            entries.append((Entry.of(part, offset, raw, message, consumed_at), message))
+            entries.append(Entry.of(part, offset, raw, message, consumed_at))
             if message.room_id not in part.cursors:
                 new_rooms.setdefault(partition, set()).add(message.room_id)
         if consumed:
             m.CONSUMED.labels(self._mode).inc(consumed)
         if new_rooms:
             await self._load_cursors(new_rooms)
-        for entry, message in entries:
+        for entry in entries:
             if not entry.part.gone:
-                self._rooms.enqueue(entry, message)
+                self._rooms.enqueue(entry)
 
     async def _load_cursors(self, new_rooms: dict[int, set[str]]) -> None:
         """Cursors of rooms first seen since the assignment (one query per batch); retried until it works."""
