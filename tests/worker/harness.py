@@ -13,7 +13,7 @@ import contextlib
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -167,12 +167,17 @@ def message(room: str, message_id: str, recipient: str | None = None, **kw: obje
     )
 
 
+def _publish(settings: KafkaSettings, topic: str, records: Sequence[Message | Ack]) -> None:
+    """Produce records in list order (key = room), waiting for Kafka."""
+    producer = make_producer(settings)
+    for record in records:
+        producer.produce(topic, key=record.room_id, value=encode(record))
+    assert producer.flush(30) == 0
+
+
 def produce(settings: KafkaSettings, messages: list[Message]) -> None:
     """Produce messages in list order (key = room), waiting for Kafka."""
-    producer = make_producer(settings)
-    for msg in messages:
-        producer.produce(settings.topic_messages, key=msg.room_id, value=encode(msg))
-    assert producer.flush(30) == 0
+    _publish(settings, settings.topic_messages, messages)
 
 
 def produce_raw(settings: KafkaSettings, key: str, value: bytes) -> None:
@@ -197,10 +202,7 @@ def ack_of(room_id: str, n: int, status: AckStatus = AckStatus.SENT) -> Ack:
 
 def publish_acks(settings: KafkaSettings, acks: list[Ack]) -> None:
     """Produce acks to the acks topic in list order (key = room), waiting for Kafka."""
-    producer = make_producer(settings)
-    for ack in acks:
-        producer.produce(settings.topic_acks, key=ack.room_id, value=encode(ack))
-    assert producer.flush(30) == 0
+    _publish(settings, settings.topic_acks, acks)
 
 
 def ack_reader(settings: WorkerSettings, router: AckRouter | None = None) -> AckReader:

@@ -72,6 +72,15 @@ def _breaker() -> CircuitBreaker:
     return CircuitBreaker(failure_ratio=0.5, min_calls=4, window_s=10.0, open_s=5.0, probes=2)
 
 
+def _half_open(clock: Clock) -> CircuitBreaker:
+    """A breaker tripped by 4 failures whose pause is over."""
+    breaker = _breaker()
+    for _ in range(4):
+        breaker.record(False)
+    clock.now += 5
+    return breaker
+
+
 def test_the_breaker_opens_at_the_failure_ratio_once_enough_calls_were_seen(clock: Clock) -> None:
     breaker = _breaker()
     for ok in (False, False, False):
@@ -98,10 +107,7 @@ def test_failures_older_than_the_window_do_not_count(clock: Clock) -> None:
 
 
 async def test_half_open_admits_only_its_probes_and_their_success_closes_it(clock: Clock) -> None:
-    breaker = _breaker()
-    for _ in range(4):
-        breaker.record(False)
-    clock.now += 5
+    breaker = _half_open(clock)
     await asyncio.wait_for(breaker.admit(), 1)
     await asyncio.wait_for(breaker.admit(), 1)
     third = asyncio.create_task(breaker.admit())
@@ -116,10 +122,7 @@ async def test_half_open_admits_only_its_probes_and_their_success_closes_it(cloc
 
 
 async def test_a_failed_probe_opens_the_breaker_again(clock: Clock) -> None:
-    breaker = _breaker()
-    for _ in range(4):
-        breaker.record(False)
-    clock.now += 5
+    breaker = _half_open(clock)
     await asyncio.wait_for(breaker.admit(), 1)
     breaker.record(False)
     assert breaker.state == "open"

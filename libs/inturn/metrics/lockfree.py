@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -50,28 +51,53 @@ class HistogramChild:
         self.sum += value
 
 
-class _Family(Collector):
+C = TypeVar("C", CounterChild, HistogramChild)
+
+
+class _Family(Collector, Generic[C]):
+    """A labelled family of ``C`` children, registered with ``registry``; subclasses say how to make a child
+    and how to export the family."""
+
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry | None):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], C] = {}
         if registry is not None:
             registry.register(self)
 
-    def _check(self, values: tuple[str, ...]) -> tuple[str, ...]:
+    def labels(self, *values: str) -> C:
+        """The child of these label values (created on first use)."""
         if len(values) != len(self.labelnames):
             raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
-        return tuple(str(v) for v in values)
+        key = tuple(str(v) for v in values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._new_child()
+        return child
 
     def describe(self) -> list[Metric]:
         """The family without samples (what the registry checks names against)."""
         return [self._family()]
 
+    def collect(self) -> Iterator[Metric]:
+        """The family with every child's samples."""
+        family = self._family()
+        for key, child in list(self._children.items()):
+            self._add(family, list(key), child)
+        yield family
+
+    def _new_child(self) -> C:
+        raise NotImplementedError
+
     def _family(self) -> Metric:
         raise NotImplementedError
 
+    def _add(self, family: Metric, labels: list[str], child: C) -> None:
+        raise NotImplementedError
 
-class LockFreeCounter(_Family):
+
+class LockFreeCounter(_Family[CounterChild]):
     """A labelled counter; ``name`` without the ``_total`` suffix (it is added on export)."""
 
     def __init__(
@@ -81,29 +107,20 @@ class LockFreeCounter(_Family):
         labelnames: Sequence[str] = (),
         registry: CollectorRegistry | None = REGISTRY,
     ) -> None:
-        self._children: dict[tuple[str, ...], CounterChild] = {}
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> CounterChild:
-        """The child of these label values (created on first use)."""
-        key = self._check(values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = CounterChild()
-        return child
+    def _new_child(self) -> CounterChild:
+        return CounterChild()
 
-    def _family(self) -> Metric:
+    def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        """The family with one sample per child."""
-        family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for key, child in list(self._children.items()):
-            family.add_metric(list(key), child.value)
-        yield family
+    def _add(self, family: Metric, labels: list[str], child: CounterChild) -> None:
+        assert isinstance(family, CounterMetricFamily)
+        family.add_metric(labels, child.value)
 
 
-class LockFreeHistogram(_Family):
+class LockFreeHistogram(_Family[HistogramChild]):
     """A labelled histogram with fixed buckets (+Inf is added)."""
 
     def __init__(
@@ -118,28 +135,20 @@ class LockFreeHistogram(_Family):
         if not upper or upper[-1] != math.inf:
             upper.append(math.inf)
         self._upper = tuple(upper)
-        self._children: dict[tuple[str, ...], HistogramChild] = {}
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> HistogramChild:
-        """The child of these label values (created on first use)."""
-        key = self._check(values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = HistogramChild(self._upper)
-        return child
+    def _new_child(self) -> HistogramChild:
+        return HistogramChild(self._upper)
 
-    def _family(self) -> Metric:
+    def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
 
-    def collect(self) -> Iterator[Metric]:
-        """The family with cumulative buckets, count and sum per child."""
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        for key, child in list(self._children.items()):
-            counts, total = list(child.counts), child.sum
-            cumulative, buckets = 0, []
-            for upper, count in zip(self._upper, counts, strict=True):
-                cumulative += count
-                buckets.append((floatToGoString(upper), cumulative))  # type: ignore[no-untyped-call]
-            family.add_metric(list(key), buckets, total)
-        yield family
+    def _add(self, family: Metric, labels: list[str], child: HistogramChild) -> None:
+        """Cumulative buckets, count and sum."""
+        assert isinstance(family, HistogramMetricFamily)
+        counts, total = list(child.counts), child.sum
+        cumulative, buckets = 0, []
+        for upper, count in zip(self._upper, counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(upper), cumulative))  # type: ignore[no-untyped-call]
+        family.add_metric(labels, buckets, total)

@@ -23,7 +23,7 @@ import structlog
 from confluent_kafka import KafkaError, Message, Producer
 
 from inturn.kafka import partition_for
-from inturn.schemas import DeadLetter, EventType, OrderingMode, encode, now_ms
+from inturn.schemas import SCHEMA_VERSION, DeadLetter, EventType, OrderingMode, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 
 log = structlog.get_logger("inturn.worker.events")
@@ -70,7 +70,7 @@ class EventLog:
         this writes every field of it).
         """
         record = {
-            "v": 1,
+            "v": SCHEMA_VERSION,
             "type": type_,
             "room_id": room_id,
             "message_id": message_id,

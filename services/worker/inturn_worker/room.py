@@ -575,7 +575,7 @@ class Rooms:
             offset=entry.offset,
         )
         self._terminal(room, entry, EventType.DEAD_LETTERED, detail=reason)
-        if self._settings.worker_dead_letter_policy == "block":
+        if self._blocking:
             room.blocked = True
             await retrying(lambda: self._store.block(room.room_id, reason), "block_room", lambda: entry.part.fenced)
 
@@ -631,8 +631,7 @@ class Rooms:
         )
 
     async def _store_blocked(self, room_id: str) -> bool:
-        if self._settings.worker_dead_letter_policy != "block":
-            return False
+        """Policy 'block' only: whether an operator still has to release the room."""
         return await retrying(lambda: self._store.is_blocked(room_id), "is_blocked")
 
     async def _wait_unblocked(self, room: Room, part: PartitionState) -> None:
