@@ -1,4 +1,4 @@
-"""Process-wide tuning shared by the long-running services."""
+"""Process-wide tuning for a long-running service process (the worker applies it at start-up)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import aiohttp
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
+from inturn.platforms.slots import Slots
 from inturn.schemas import Message, now_ms
 from inturn.settings.worker import PlatformSettings
 
@@ -55,7 +56,7 @@ class PlatformAdapter(ABC):
         self._session: aiohttp.ClientSession | None = None
         # Sends beyond the pool wait here, holding nothing but their place in line: a send queued inside
         # aiohttp would already hold a whole request (a few KB), times every room waiting at once.
-        self._slots = asyncio.Semaphore(pool_size)
+        self._slots = Slots(pool_size)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
