@@ -64,12 +64,31 @@ def source(figures: Mapping[str, Any]) -> str:
     return f"`{figures['_from']}` (not this run)" if "_from" in figures else "this run"
 
 
-def _before_after(worker: Mapping[str, Any]) -> str:
-    """`` (before x, after y)`` when the baseline was measured on both sides of the worker run."""
+def _baseline_runs(worker: Mapping[str, Any]) -> str:
+    """Each baseline run's own figure, when there was more than one (older files: before and after the worker)."""
+    runs = dig(worker, "bare_post", "cpu_us_per_request_runs")
+    if isinstance(runs, list) and len(runs) > 1:
+        return f" (runs {', '.join(figure(r) for r in runs)})"
     runs = dig(worker, "bare_post", "cpu_us_per_request_before_and_after")
-    if not isinstance(runs, list) or len(runs) != 2:
+    if isinstance(runs, list) and len(runs) == 2:
+        return f" (before {figure(runs[0])}, after {figure(runs[1])})"
+    return ""
+
+
+def _worker_runs(worker: Mapping[str, Any]) -> str:
+    """Each worker run's own figure, when there was more than one."""
+    runs = dig(worker, "worker", "runs")
+    if not isinstance(runs, list) or len(runs) < 2:
         return ""
-    return f" (before {figure(runs[0])}, after {figure(runs[1])})"
+    return f" (runs {', '.join(figure(r.get('worker_cpu_us_per_message')) for r in runs)})"
+
+
+def _round_ratios(worker: Mapping[str, Any]) -> str:
+    """Each round's ratio (a worker run against the baseline runs on either side of it), when there were several."""
+    rounds = worker.get("rounds")
+    if not isinstance(rounds, list) or len(rounds) < 2:
+        return ""
+    return f" (rounds {', '.join(figure(r.get('ratio'), 2) for r in rounds)})"
 
 
 def components(results: Results) -> list[str]:
@@ -80,9 +99,9 @@ def components(results: Results) -> list[str]:
         rows.append(
             [
                 "worker CPU per delivered message vs bare POST",
-                f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
-                f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request{_before_after(w)}",
-                figure(w.get("cpu_ratio_worker_vs_bare_post"), 2),
+                f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg{_worker_runs(w)}",
+                f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request{_baseline_runs(w)}",
+                f"{figure(w.get('cpu_ratio_worker_vs_bare_post'), 2)}{_round_ratios(w)}",
                 f"≤ {figure(w.get('target_ratio'))}",
                 source(w),
             ]
@@ -154,7 +173,9 @@ def components(results: Results) -> list[str]:
     out = ["## Per-component figures", ""]
     out += [
         "From the other benchmarks (`benchmarks/bench_<name>.py`); each ratio is against a baseline measured in "
-        "the same run of that benchmark.",
+        "the same run of that benchmark. The worker's CPU is measured in rounds, each a worker run between two "
+        "baseline runs: its ratio is over all runs of both, and each round's own ratio (against the baseline runs "
+        "on either side of it) shows the spread.",
         "",
     ]
     if not rows:

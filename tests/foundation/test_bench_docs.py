@@ -180,3 +180,21 @@ def test_the_worker_baseline_shows_both_of_its_measurements_when_it_was_measured
     once_row = next(line for line in docs_figures.components({"results": {"worker": once}}) if "bare POST" in line)
     assert "| 112.0 µs/request (before 96.8, after 127.1) | 2.64 |" in twice_row
     assert "| 112.0 µs/request | 2.64 |" in once_row
+
+
+def test_the_worker_row_shows_every_run_and_every_rounds_ratio_when_it_ran_in_rounds() -> None:
+    worker = {
+        "bare_post": {"cpu_us_per_request": 120.25, "cpu_us_per_request_runs": [110.0, 131.5, 118.0, 121.5]},
+        "worker": {
+            "worker_cpu_us_per_message": 230.0,
+            "runs": [{"worker_cpu_us_per_message": 221.0}, {"worker_cpu_us_per_message": 250.4}],
+        },
+        "cpu_ratio_worker_vs_bare_post": 1.913,
+        "rounds": [{"ratio": 1.8417}, {"ratio": 2.0}],
+        "target_ratio": 1.3,
+    }
+    row = next(line for line in docs_figures.components({"results": {"worker": worker}}) if "bare POST" in line)
+    assert (
+        "| 230 µs/msg (runs 221, 250.4) | 120.2 µs/request (runs 110, 131.5, 118, 121.5) "
+        "| 1.91 (rounds 1.84, 2) | ≤ 1.3 |" in row
+    )
