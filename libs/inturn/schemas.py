@@ -22,6 +22,12 @@ SCHEMA_VERSION = 1  # the ``v`` of every record written by this version
 
 RoomId = Annotated[str, Field(min_length=1, max_length=256)]
 MessageId = Annotated[str, Field(min_length=1, max_length=128)]
+# A message's ids are stored in PostgreSQL (room cursors, dead letters, blocked rooms), whose text cannot hold
+# U+0000: one message carrying it would fail every checkpoint after it. Such a message is refused at decoding
+# and dead-lettered like any other undecodable message.
+_STORABLE = r"^[^\x00]+$"
+StoredRoomId = Annotated[RoomId, Field(pattern=_STORABLE)]
+StoredMessageId = Annotated[MessageId, Field(pattern=_STORABLE)]
 PlatformName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_\-]+$")]
 
 
@@ -38,8 +44,10 @@ class Message(_Record):
     """An outbound chat message for one room, as produced to ``inturn.messages`` (key = room_id)."""
 
     v: Literal[1] = 1
-    room_id: RoomId
-    message_id: MessageId = Field(description="Unique per message; the platform idempotency key.")
+    room_id: StoredRoomId = Field(description="Any text but U+0000 (NUL), 1-256 characters.")
+    message_id: StoredMessageId = Field(
+        description="Unique per message; the platform idempotency key. Any text but U+0000 (NUL), 1-128 characters."
+    )
     platform: PlatformName = Field(description="Which platform adapter sends it (e.g. 'whatsapp', 'generic').")
     account: str | None = Field(None, max_length=128, description="Platform account (WhatsApp phone_number_id).")
     recipient: str = Field(min_length=1, max_length=256, description="Platform recipient (e.g. wa_id).")

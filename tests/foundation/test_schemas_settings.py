@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from inturn.errors import ConfigError, SchemaError
@@ -37,6 +39,9 @@ def test_a_valid_message_round_trips() -> None:
         (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: String should have at least 1"),
         (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Input should be 1"),
         (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: String should match pattern"),
+        # PostgreSQL text cannot hold U+0000, and a message's ids are stored there.
+        (GOOD.replace(b'"room_id":"A"', b'"room_id":"A\\u0000B"'), "Message: room_id: String should match pattern"),
+        (GOOD.replace(b'"message_id":"m1"', b'"message_id":"\\u0000"'), "Message: message_id: String should match"),
         (None, "empty record"),
     ],
 )
@@ -45,6 +50,12 @@ def test_an_invalid_message_is_refused_with_a_reason_naming_the_field(raw: bytes
         decode(Message, raw)
     assert err.value.reason.startswith(reason)
     assert err.value.raw == raw
+
+
+def test_a_room_id_may_be_any_other_text() -> None:
+    odd = 'r "q" \\ \n\t ünïcødé 💬 \u0001'
+    raw = GOOD.replace(b'"room_id":"A"', b'"room_id":' + json.dumps(odd).encode())
+    assert decode(Message, raw).room_id == odd
 
 
 def test_an_ack_status_outside_the_known_four_is_refused() -> None:

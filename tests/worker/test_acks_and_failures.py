@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import asyncpg
+import orjson
 import pytest
 
 from inturn.schemas import DeadLetter, EventType, decode
@@ -140,3 +142,38 @@ async def test_an_undecodable_message_goes_to_the_dead_letter_topic_and_the_loop
     assert letters[0].reason.startswith("undecodable message: Message: record: Invalid JSON")
     assert letters[0].room_id == "U"
     assert platform.order() == {"U": ["u1"]}
+
+
+async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_checkpoints_go_on(
+    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+) -> None:
+    """U+0000 in a room id (and in its Kafka key): PostgreSQL's text cannot hold it. Taken as a message, its
+    cursor would fail every checkpoint after it and no offset would be committed again."""
+    poison = message("N", "n0").model_dump(mode="json")
+    poison["room_id"] = "N\x00ul"
+    produce_raw(inturn_topics, "N\x00ul", orjson.dumps(poison))
+    produce(inturn_topics, [message("U", "u1"), message("U", "u2")])
+    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    conn = await asyncpg.connect(pg_schema)
+    try:
+        async with running_worker(settings):
+            await events(inturn_topics, expect_terminal=3)
+
+            async def cursor_of_u() -> int | None:
+                value = await conn.fetchval("SELECT terminal_offset FROM room_cursors WHERE room_id = 'U'")
+                return None if value is None else int(value)
+
+            deadline = asyncio.get_running_loop().time() + 20
+            while await cursor_of_u() is None:
+                assert asyncio.get_running_loop().time() < deadline, "room U's cursor was never checkpointed"
+                await asyncio.sleep(0.1)
+        stored = await conn.fetch("SELECT room_id, reason FROM dead_letters")
+    finally:
+        await conn.close()
+    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, 4, expect=1)]
+    assert [d.reason.split(":")[:3] for d in letters] == [["undecodable message", " Message", " room_id"]]
+    assert letters[0].room_id == "N\x00ul"  # the dead-letter topic keeps the key as it was
+    assert [(r["room_id"], r["reason"].startswith("undecodable message: Message: room_id")) for r in stored] == [
+        ("N\ufffdul", True)
+    ]
+    assert platform.order() == {"U": ["u1", "u2"]}

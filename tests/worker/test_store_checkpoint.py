@@ -1,0 +1,102 @@
+"""The cursor checkpoint against PostgreSQL: what it writes, what it refuses, and exactly what comes back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from inturn.db.migrate import migrate
+from inturn.schemas import DeadLetter
+from inturn_worker.store import CursorUpdate, Store
+
+pytestmark = pytest.mark.postgres
+
+TOPIC = "inturn.messages"
+# Room and message ids are any text up to their length limits: quotes, backslashes, JSON's own syntax, non-ASCII.
+ODD_ROOM = 'room "quoted" \\ back, [1,2] {"r": 1} ünïcødé 💬 \t tab'
+BIG_OFFSET = 2**53 + 1  # beyond what a double holds exactly
+
+
+@pytest.fixture
+async def pool(pg_schema: str) -> AsyncIterator[asyncpg.Pool]:
+    created = await asyncpg.create_pool(pg_schema, min_size=1, max_size=2)
+    assert created is not None
+    async with created.acquire() as conn:
+        await migrate(conn)
+    yield created
+    await created.close()
+
+
+async def _cursors(pool: asyncpg.Pool) -> dict[str, tuple[int, int, str, str, int]]:
+    rows = await pool.fetch(
+        "SELECT room_id, partition, terminal_offset, message_id, outcome, epoch FROM room_cursors "
+        "WHERE messages_topic = $1",
+        TOPIC,
+    )
+    return {
+        r["room_id"]: (r["partition"], r["terminal_offset"], r["message_id"], r["outcome"], r["epoch"]) for r in rows
+    }
+
+
+async def test_cursors_of_owned_partitions_are_written_exactly(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    epochs = await store.claim([0, 1], "w1")
+    fenced = await store.checkpoint(
+        [
+            CursorUpdate(ODD_ROOM, 0, 7, 'msg "7" \\', "acked"),
+            CursorUpdate("room-b", 1, BIG_OFFSET, "room-b#1", "ack_timeout"),
+        ],
+        epochs,
+    )
+    assert fenced == set()
+    assert await _cursors(pool) == {
+        ODD_ROOM: (0, 7, 'msg "7" \\', "acked", epochs[0]),
+        "room-b": (1, BIG_OFFSET, "room-b#1", "ack_timeout", epochs[1]),
+    }
+
+
+async def test_a_cursor_moves_forward_or_to_another_partition_never_back(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    epochs = await store.claim([0, 1], "w1")
+    await store.checkpoint([CursorUpdate("room-a", 0, 10, "a#10", "acked")], epochs)
+    await store.checkpoint([CursorUpdate("room-a", 0, 9, "a#9", "acked")], epochs)  # behind: ignored
+    assert (await _cursors(pool))["room-a"][:3] == (0, 10, "a#10")
+    await store.checkpoint([CursorUpdate("room-a", 0, 11, "a#11", "dead_lettered")], epochs)
+    assert (await _cursors(pool))["room-a"][:4] == (0, 11, "a#11", "dead_lettered")
+    await store.checkpoint([CursorUpdate("room-a", 1, 3, "a#12", "acked")], epochs)  # the room moved partitions
+    assert (await _cursors(pool))["room-a"][:3] == (1, 3, "a#12")
+
+
+async def test_a_fenced_partition_writes_nothing_and_is_reported(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    mine = await store.claim([0, 1], "w1")
+    await store.claim([1], "w2")  # another worker took partition 1: its epoch moved on
+    fenced = await store.checkpoint(
+        [CursorUpdate("room-a", 0, 5, "a#5", "acked"), CursorUpdate("room-b", 1, 6, "b#6", "acked")], mine
+    )
+    assert fenced == {1}
+    assert set(await _cursors(pool)) == {"room-a"}
+
+
+async def test_a_checkpoint_without_updates_still_reports_fencing(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    mine = await store.claim([2], "w1")
+    await store.claim([2], "w2")
+    assert await store.checkpoint([], mine) == {2}
+    assert await _cursors(pool) == {}
+
+
+async def test_a_dead_letter_with_nul_in_its_text_is_stored_with_the_original_bytes_whole(pool: asyncpg.Pool) -> None:
+    """A Kafka key or a platform's error body may carry U+0000, which PostgreSQL's text cannot hold."""
+    store = Store(pool, TOPIC)
+    raw = b'{"room_id": "k\\u0000ey"}\x00\xff'
+    letter = DeadLetter.of("worker", "HTTP 400: bad\x00body", raw, room_id="k\x00ey", message_id="m\x00", topic=TOPIC)
+    await store.dead_letter(letter)
+    await store.block("room-a", "HTTP 400: bad\x00body")
+    row = await pool.fetchrow("SELECT reason, room_id, message_id, raw FROM dead_letters")
+    assert row is not None
+    assert (row["reason"], row["room_id"], row["message_id"]) == ("HTTP 400: bad\ufffdbody", "k\ufffdey", "m\ufffd")
+    assert bytes(row["raw"]) == raw
+    assert await pool.fetchval("SELECT reason FROM blocked_rooms WHERE room_id = 'room-a'") == "HTTP 400: bad\ufffdbody"
