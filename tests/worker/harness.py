@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -248,10 +249,18 @@ async def running_worker(settings: WorkerSettings) -> AsyncIterator[Worker]:
         await asyncio.wait_for(task, 60)
 
 
-async def wait_for(condition: Callable[[], bool], within: float, what: str, blocking: bool = False) -> None:
-    """Poll ``condition`` until true or fail after ``within`` seconds (on a thread when it blocks)."""
+async def wait_for(
+    condition: Callable[[], bool | Awaitable[bool]], within: float, what: str, blocking: bool = False
+) -> None:
+    """Poll ``condition`` until true or fail after ``within`` seconds (on a thread when it blocks; awaited when
+    it returns an awaitable, e.g. a database query)."""
     deadline = time.monotonic() + within
-    while not (await asyncio.to_thread(condition) if blocking else condition()):
+
+    async def holds() -> bool:
+        result = await asyncio.to_thread(condition) if blocking else condition()
+        return await result if inspect.isawaitable(result) else result
+
+    while not await holds():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for: {what}")
         await asyncio.sleep(0.05)

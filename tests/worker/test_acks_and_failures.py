@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import asyncpg
@@ -159,14 +158,10 @@ async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_
         async with running_worker(settings):
             await events(inturn_topics, expect_terminal=3)
 
-            async def cursor_of_u() -> int | None:
-                value = await conn.fetchval("SELECT terminal_offset FROM room_cursors WHERE room_id = 'U'")
-                return None if value is None else int(value)
+            async def u_checkpointed() -> bool:
+                return bool(await conn.fetchval("SELECT count(*) FROM room_cursors WHERE room_id = 'U'") == 1)
 
-            deadline = asyncio.get_running_loop().time() + 20
-            while await cursor_of_u() is None:
-                assert asyncio.get_running_loop().time() < deadline, "room U's cursor was never checkpointed"
-                await asyncio.sleep(0.1)
+            await wait_for(u_checkpointed, 20, "room U's cursor checkpointed")
         stored = await conn.fetch("SELECT room_id, reason FROM dead_letters")
     finally:
         await conn.close()

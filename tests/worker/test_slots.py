@@ -45,12 +45,18 @@ async def test_waiters_get_slots_in_the_order_they_asked() -> None:
     assert gate.waiting == 0
 
 
-async def test_a_waiter_cancelled_while_waiting_gives_up_its_place_and_holds_nothing() -> None:
+async def _held_with_two_waiting() -> tuple[Slots, asyncio.Task[None], asyncio.Task[None]]:
+    """A one-slot gate, held, and two waiters queued in order."""
     gate = Slots(1)
     await gate.acquire()
-    waiter = asyncio.create_task(gate.acquire())
-    after = asyncio.create_task(gate.acquire())
+    first = asyncio.create_task(gate.acquire())
+    second = asyncio.create_task(gate.acquire())
     await _settle()
+    return gate, first, second
+
+
+async def test_a_waiter_cancelled_while_waiting_gives_up_its_place_and_holds_nothing() -> None:
+    gate, waiter, after = await _held_with_two_waiting()
     waiter.cancel()
     await _settle()
     assert waiter.cancelled()
@@ -65,11 +71,7 @@ async def test_a_waiter_cancelled_while_waiting_gives_up_its_place_and_holds_not
 
 
 async def test_a_waiter_cancelled_after_its_slot_was_handed_over_passes_the_slot_on() -> None:
-    gate = Slots(1)
-    await gate.acquire()
-    first = asyncio.create_task(gate.acquire())
-    second = asyncio.create_task(gate.acquire())
-    await _settle()
+    gate, first, second = await _held_with_two_waiting()
     gate.release()  # hands the slot to `first`, which has not run yet...
     first.cancel()  # ...and is cancelled before it does
     await _settle()
