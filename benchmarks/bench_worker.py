@@ -1,12 +1,15 @@
 """The worker's cost: CPU per delivered message against a bare aiohttp POST of the same body to the same
 simulator, measured in the same run; and the resident memory of one worker holding 25k rooms at once.
 
-The CPU figures come from three rounds, each a worker run between two baseline runs (baseline, worker,
-baseline, worker, baseline, worker, baseline): the headline ratio is the worker's CPU over all its runs
-against the baseline's over all of its, and each round's own ratio shows how far one run can be trusted.
+The CPU figures come from three rounds, each a worker run and a floor run between two baseline runs
+(baseline, worker, floor, baseline, worker, floor, baseline, ...): the headline ratio is the worker's CPU
+over all its runs against the baseline's over all of its, and each round's own ratio shows how far one
+run can be trusted. The floor (``benchmarks.floor_worker``) does per message only what the delivery
+contract requires (consume, POST, wait for the ack, two events) with none of inturn's bookkeeping: the
+worker against the floor is inturn's own cost, the floor against the bare POST is the stack's.
 
-Everything is a separate process (simulator, webhook, worker, bare client) so each one's CPU time is
-its own, read from /proc (the worker) or getrusage (the bare client).
+Everything is a separate process (simulator, webhook, worker, floor, bare client) so each one's CPU time
+is its own, read from /proc (the worker) or getrusage (the bare client, the floor).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from benchmarks import fresh_topics
 from inturn.devstack import LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn.kafka import committed_total
+from inturn.settings import KafkaSettings
 
 
 def _scenario(
@@ -108,6 +112,43 @@ def _bare(
         line.stop()
 
 
+def _floor(
+    kafka: LocalKafka, rooms: int, per_room: int, pool: int, payload_bytes: int, sim_env: dict[str, str], name: str
+) -> dict[str, Any]:
+    """The same messages through ``benchmarks.floor_worker``: the stack's own cost, without inturn's bookkeeping."""
+    settings = fresh_topics(kafka.bootstrap, name, 4)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
+    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, group=f"bench-{name}", sim=sim_env)
+    line.start_sim()
+    line.start_webhook()
+    config = {
+        "kafka": settings.model_dump(include=set(KafkaSettings.model_fields)),
+        "total": rooms * per_room,
+        "url": f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages",
+        "token": ACCESS_TOKEN,
+        "group": f"bench-{name}",
+        "pool": pool,
+    }
+    floor = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.floor_worker", json.dumps(config)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert floor.stdout is not None
+        if floor.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{name}: the floor process did not start (exit {floor.wait(30)})")
+        line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
+        result: dict[str, Any] = json.loads(floor.stdout.readline())
+        if floor.wait(60) != 0:
+            raise RuntimeError(f"{name}: the floor process failed")
+        report = line.report()
+        result.update(lost=report.lost, reordered=report.reordered, duplicated=report.duplicated)
+        return result
+    finally:
+        if floor.poll() is None:
+            floor.kill()
+        line.stop()
+
+
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Baseline runs as one: CPU per request over all of them, and each run's own figure in order."""
     requests = sum(r["requests"] for r in runs)
@@ -122,18 +163,27 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _rounds(scenarios: list[dict[str, Any]], bares: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each worker run against the two baseline runs on either side of it (bares[i] before, bares[i + 1] after)."""
+def _rounds(
+    scenarios: list[dict[str, Any]], bares: list[dict[str, Any]], floors: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Each worker run (and the floor run of its round) against the two baseline runs on either side of it
+    (bares[i] before, bares[i + 1] after)."""
     rounds = []
     for i, run in enumerate(scenarios):
         beside = _pooled(bares[i : i + 2])["cpu_us_per_request"]
-        rounds.append(
-            {
-                "worker_cpu_us_per_message": run["worker_cpu_us_per_message"],
-                "bare_cpu_us_per_request": round(beside, 1),
-                "ratio": round(run["worker_cpu_us_per_message"] / beside, 3),
-            }
-        )
+        one: dict[str, Any] = {
+            "worker_cpu_us_per_message": run["worker_cpu_us_per_message"],
+            "bare_cpu_us_per_request": round(beside, 1),
+            "ratio": round(run["worker_cpu_us_per_message"] / beside, 3),
+        }
+        if floors:
+            floor = floors[i]["cpu_us_per_message"]
+            one.update(
+                floor_cpu_us_per_message=round(floor, 1),
+                floor_ratio=round(floor / beside, 3),
+                worker_vs_floor=round(run["worker_cpu_us_per_message"] / floor, 3),
+            )
+        rounds.append(one)
     return rounds
 
 
@@ -156,6 +206,22 @@ def _worker_total(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         "reordered": sum(s["reordered"] for s in scenarios),
         "duplicated": sum(s["duplicated"] for s in scenarios),
         "runs": scenarios,
+    }
+
+
+def _floor_total(floors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Floor runs as one: CPU per message over all of them, and each run's own figure in order."""
+    messages = sum(f["messages"] for f in floors)
+    cpu_s = sum(f["cpu_s"] for f in floors)
+    return {
+        "messages": messages,
+        "cpu_s": round(cpu_s, 3),
+        "cpu_us_per_message": cpu_s / messages * 1e6,
+        "cpu_us_per_message_runs": [f["cpu_us_per_message"] for f in floors],
+        "timed_out": sum(f["timed_out"] for f in floors),
+        "lost": sum(f["lost"] for f in floors),
+        "reordered": sum(f["reordered"] for f in floors),
+        "duplicated": sum(f["duplicated"] for f in floors),
     }
 
 
@@ -229,18 +295,23 @@ def run(quick: bool) -> dict[str, Any]:
         # On a shared or virtual machine one measurement of the baseline moves by a quarter between runs, and the
         # ratio is only as steady as its denominator: the worker runs several times, each between two baseline runs.
         bares = [_bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env)]
-        scenarios = []
+        scenarios, floors = [], []
         for i in range(1, rounds + 1):
             scenarios.append(_scenario(kafka, pg, f"cpu{i}", rooms, per_room, sim_env, worker_env, 1024, within=600))
+            floors.append(_floor(kafka, rooms, per_room, min(rooms, 200), 1024, sim_env, f"floor{i}"))
             bares.append(_bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     bare = _pooled(bares)
     cpu = _worker_total(scenarios)
+    floor = _floor_total(floors)
     return {
         "bare_post": bare,
         "worker": cpu,
+        "floor": floor,
         "cpu_ratio_worker_vs_bare_post": round(cpu["worker_cpu_us_per_message"] / bare["cpu_us_per_request"], 3),
-        "rounds": _rounds(scenarios, bares),
+        "cpu_ratio_floor_vs_bare_post": round(floor["cpu_us_per_message"] / bare["cpu_us_per_request"], 3),
+        "cpu_ratio_worker_vs_floor": round(cpu["worker_cpu_us_per_message"] / floor["cpu_us_per_message"], 3),
+        "rounds": _rounds(scenarios, bares, floors),
         "target_ratio": 1.3,
         "rooms_in_flight": memory,
         "target_rss_mb": 300,

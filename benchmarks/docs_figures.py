@@ -83,12 +83,21 @@ def _worker_runs(worker: Mapping[str, Any]) -> str:
     return f" (runs {', '.join(figure(r.get('worker_cpu_us_per_message')) for r in runs)})"
 
 
-def _round_ratios(worker: Mapping[str, Any]) -> str:
-    """Each round's ratio (a worker run against the baseline runs on either side of it), when there were several."""
+def _round_ratios(worker: Mapping[str, Any], key: str = "ratio") -> str:
+    """Each round's ratio (a worker or floor run against the baseline runs on either side of it), when there were
+    several."""
     rounds = worker.get("rounds")
     if not isinstance(rounds, list) or len(rounds) < 2:
         return ""
-    return f" (rounds {', '.join(figure(r.get('ratio'), 2) for r in rounds)})"
+    return f" (rounds {', '.join(figure(r.get(key), 2) for r in rounds)})"
+
+
+def _floor_runs(floor: Mapping[str, Any]) -> str:
+    """Each floor run's own figure, when there was more than one."""
+    runs = floor.get("cpu_us_per_message_runs")
+    if not isinstance(runs, list) or len(runs) < 2:
+        return ""
+    return f" (runs {', '.join(figure(r) for r in runs)})"
 
 
 def components(results: Results) -> list[str]:
@@ -106,6 +115,17 @@ def components(results: Results) -> list[str]:
                 source(w),
             ]
         )
+        if (floor := w.get("floor")) is not None:
+            rows.append(
+                [
+                    "floor (the stack alone: consume, POST, ack, 2 events) vs bare POST",
+                    f"{figure(floor.get('cpu_us_per_message'))} µs/msg{_floor_runs(floor)}",
+                    f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request",
+                    f"{figure(w.get('cpu_ratio_floor_vs_bare_post'), 2)}{_round_ratios(w, 'floor_ratio')}",
+                    "—",
+                    source(w),
+                ]
+            )
         rows.append(
             [
                 f"worker RSS, {figure(dig(w, 'rooms_in_flight', 'rooms'))} rooms in flight",
@@ -206,6 +226,12 @@ def reading(results: Results) -> list[str]:
         lines.append(
             f"Worker CPU per message against a bare POST: {ratio:g}x, target ≤ {target}: {verdict}" + _earlier(w)
         )
+        if (floor := w.get("cpu_ratio_floor_vs_bare_post")) is not None:
+            lines.append(
+                "The floor, a process doing only what the delivery contract requires on the same stack, cost "
+                f"{floor:g}x the bare POST, and the worker {w.get('cpu_ratio_worker_vs_floor'):g}x the floor: "
+                "the first is the stack's share of the worker's cost, the second inturn's own" + _earlier(w)
+            )
     if w and (rss := dig(w, "rooms_in_flight", "worker_rss_mb")) is not None:
         target = w.get("target_rss_mb")
         verdict = "met" if target is not None and rss <= target else "not met"

@@ -198,3 +198,21 @@ def test_the_worker_row_shows_every_run_and_every_rounds_ratio_when_it_ran_in_ro
         "| 230 µs/msg (runs 221, 250.4) | 120.2 µs/request (runs 110, 131.5, 118, 121.5) "
         "| 1.91 (rounds 1.84, 2) | ≤ 1.3 |" in row
     )
+
+
+def test_the_floor_gets_its_own_row_and_the_reading_splits_the_worker_cost_between_stack_and_inturn() -> None:
+    worker = {
+        "bare_post": {"cpu_us_per_request": 120.25, "cpu_us_per_request_runs": [110.0, 131.5, 118.0, 121.5]},
+        "worker": {"worker_cpu_us_per_message": 230.0},
+        "floor": {"cpu_us_per_message": 201.5, "cpu_us_per_message_runs": [190.0, 213.0]},
+        "cpu_ratio_worker_vs_bare_post": 1.913,
+        "cpu_ratio_floor_vs_bare_post": 1.676,
+        "cpu_ratio_worker_vs_floor": 1.141,
+        "rounds": [{"ratio": 1.8417, "floor_ratio": 1.6}, {"ratio": 2.0, "floor_ratio": 1.75}],
+        "target_ratio": 1.3,
+    }
+    results = {"results": {"worker": worker}}
+    row = next(line for line in docs_figures.components(results) if "floor" in line)
+    assert "| 201.5 µs/msg (runs 190, 213) | 120.2 µs/request | 1.68 (rounds 1.60, 1.75) | — |" in row
+    reading = " ".join(docs_figures.reading(results))
+    assert "cost 1.676x the bare POST, and the worker 1.141x the floor" in reading

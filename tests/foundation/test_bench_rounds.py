@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.bench_worker import _pooled, _rounds, _worker_total
+from benchmarks.bench_worker import _floor_total, _pooled, _rounds, _worker_total
 
 
 def _bare(cpu_s: float) -> dict[str, Any]:
@@ -49,3 +49,36 @@ def test_runs_are_pooled_by_cpu_time_over_all_of_them() -> None:
     assert worker["messages"] == 2000
     assert worker["lost"] == 1  # a loss in any run shows in the total
     assert len(worker["runs"]) == 2
+
+
+def _floor(cpu_s: float, lost: int = 0) -> dict[str, Any]:
+    return {
+        "messages": 1000,
+        "timed_out": 0,
+        "cpu_s": cpu_s,
+        "wall_s": 2.0,
+        "cpu_us_per_message": cpu_s / 1000 * 1e6,
+        "lost": lost,
+        "reordered": 0,
+        "duplicated": 0,
+    }
+
+
+# Floor runs of 180 and 195 µs per message, one in each round beside the worker run.
+FLOORS = [_floor(0.180), _floor(0.195, lost=2)]
+
+
+def test_each_rounds_floor_run_is_set_against_the_same_baseline_runs_and_against_its_worker_run() -> None:
+    first, second = _rounds(WORKERS, BARES, FLOORS)
+    assert first["floor_ratio"] == 1.5  # 180 / 120
+    assert first["worker_vs_floor"] == 1.333  # 240 / 180
+    assert second["floor_ratio"] == 1.5  # 195 / 130
+    assert second["worker_vs_floor"] == 1.4  # 273 / 195
+    assert first["ratio"] == 2.0  # the worker's own ratio is unchanged by the floor
+
+
+def test_floor_runs_are_pooled_by_cpu_time_and_their_losses_add_up() -> None:
+    floor = _floor_total(FLOORS)
+    assert round(floor["cpu_us_per_message"], 6) == 187.5  # 0.375 s over 2000 messages
+    assert [round(r, 6) for r in floor["cpu_us_per_message_runs"]] == [180.0, 195.0]
+    assert floor["lost"] == 2
