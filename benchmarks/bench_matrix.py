@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from benchmarks import fresh_topics
+from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
 from inturn.devstack import KAFKA_VERSION, LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
@@ -74,7 +74,7 @@ def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = AC
     plan = plan or (QUICK if quick else FULL)
     started = time.time()
     machine = _machine()
-    code = _code_version()
+    code = code_version()
     scenarios: list[dict[str, Any]] = []
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
         for rooms in plan.rooms:
@@ -126,21 +126,6 @@ def _machine() -> dict[str, Any]:
         "kafka": KAFKA_VERSION,
         "load_average_at_start": [round(v, 2) for v in os.getloadavg()],
     }
-
-
-def _code_version() -> dict[str, Any]:
-    """The commit the run measured and the source files changed since (``INTURN_BENCH_COMMIT`` outside git)."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "libs", "services", "cli", "benchmarks"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": os.environ.get("INTURN_BENCH_COMMIT"), "modified": []}
-    return {"commit": commit.strip(), "modified": [line[3:] for line in status.splitlines()]}
 
 
 def _sim_env(ack_rate: float) -> dict[str, str]:

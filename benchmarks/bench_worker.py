@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import fresh_topics
+from benchmarks import code_version, fresh_topics
 from inturn.devstack import LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn.kafka import committed_total
@@ -291,6 +291,7 @@ def run(quick: bool) -> dict[str, Any]:
     }
     worker_env = {"INTURN_WORKER_ACK_TIMEOUT_MS": "5000", "INTURN_LOG_LEVEL": "WARNING"}
     rounds = 1 if quick else 3
+    code = code_version()
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
         # On a shared or virtual machine one measurement of the baseline moves by a quarter between runs, and the
         # ratio is only as steady as its denominator: the worker runs several times, each between two baseline runs.
@@ -315,4 +316,5 @@ def run(quick: bool) -> dict[str, Any]:
         "target_ratio": 1.3,
         "rooms_in_flight": memory,
         "target_rss_mb": 300,
+        "code": code,
     }

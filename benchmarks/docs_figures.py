@@ -59,9 +59,22 @@ def dig(data: Any, *path: str) -> Any:
     return data
 
 
+def code_line(code: Any) -> str:
+    """``commit <sha>`` of a run, with the source files it had changed on top, as recorded by the run."""
+    if not isinstance(code, Mapping) or not code.get("commit"):
+        return "commit not recorded"
+    modified = code.get("modified") or []
+    return f"commit {code['commit'][:12]}" + (
+        f", plus uncommitted changes to {', '.join(f'`{m}`' for m in modified)}" if modified else ""
+    )
+
+
 def source(figures: Mapping[str, Any]) -> str:
-    """Where a benchmark's figures come from: this run or the file they were completed from."""
-    return f"`{figures['_from']}` (not this run)" if "_from" in figures else "this run"
+    """Where a benchmark's figures come from: this run (with its commit, when the benchmark records it) or the
+    file they were completed from."""
+    if "_from" in figures:
+        return f"`{figures['_from']}` (not this run)"
+    return f"this run ({code_line(figures['code'])})" if "code" in figures else "this run"
 
 
 def _baseline_runs(worker: Mapping[str, Any]) -> str:
@@ -195,7 +208,11 @@ def components(results: Results) -> list[str]:
         "From the other benchmarks (`benchmarks/bench_<name>.py`); each ratio is against a baseline measured in "
         "the same run of that benchmark. The worker's CPU is measured in rounds, each a worker run between two "
         "baseline runs: its ratio is over all runs of both, and each round's own ratio (against the baseline runs "
-        "on either side of it) shows the spread.",
+        "on either side of it) shows the spread. Each round also runs the floor (`benchmarks/floor_worker.py`): a "
+        "process that does per message only what the delivery contract requires on the same stack (consume and "
+        "validate, POST, wait for the ack from Kafka, produce two events) and none of inturn's bookkeeping; the "
+        "floor against the bare POST is the stack's share of the worker's cost, the worker against the floor "
+        "inturn's own.",
         "",
     ]
     if not rows:

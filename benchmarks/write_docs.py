@@ -19,6 +19,7 @@ from typing import Any
 from benchmarks.docs_figures import (
     COMPONENTS,
     Results,
+    code_line,
     components,
     dig,
     figure,
@@ -144,7 +145,7 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         f"- Command: `{_command(results)}`",
         f"- Machine: {machine.get('cpus', '—')} CPUs ({machine.get('cpu_model', 'model not recorded')}), "
         f"{figure(machine.get('ram_gb'))} GB RAM, {machine.get('platform', '—')}",
-        f"- Code: {_code(matrix.get('code'))}",
+        f"- Code: {code_line(matrix.get('code'))}",
         f"- Python {machine.get('python', '—')}, Kafka {machine.get('kafka', '—')} (one KRaft broker on loopback), "
         "PostgreSQL (Debian's, on loopback); every service a separate process on the same machine",
         f"- Load average (1, 5, 15 min) at the start: {_loads(machine.get('load_average_at_start'))}, "
@@ -158,15 +159,6 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
     out += components(results)
     out += ["## Reading", "", *(f"- {line}" for line in reading(results)), ""]
     return "\n".join(out)
-
-
-def _code(code: Any) -> str:
-    if not isinstance(code, Mapping) or not code.get("commit"):
-        return "commit not recorded"
-    modified = code.get("modified") or []
-    return f"commit {code['commit'][:12]}" + (
-        f", plus uncommitted changes to {', '.join(f'`{m}`' for m in modified)}" if modified else ""
-    )
 
 
 def _loads(values: Any) -> str:

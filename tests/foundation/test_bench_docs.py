@@ -176,8 +176,12 @@ def test_the_worker_baseline_shows_both_of_its_measurements_when_it_was_measured
     }
     once = copy.deepcopy(worker)
     del once["bare_post"]["cpu_us_per_request_before_and_after"]  # type: ignore[attr-defined]
-    twice_row = next(line for line in docs_figures.components({"results": {"worker": worker}}) if "bare POST" in line)
-    once_row = next(line for line in docs_figures.components({"results": {"worker": once}}) if "bare POST" in line)
+    twice_row = next(
+        line for line in docs_figures.components({"results": {"worker": worker}}) if line.startswith("| worker CPU")
+    )
+    once_row = next(
+        line for line in docs_figures.components({"results": {"worker": once}}) if line.startswith("| worker CPU")
+    )
     assert "| 112.0 µs/request (before 96.8, after 127.1) | 2.64 |" in twice_row
     assert "| 112.0 µs/request | 2.64 |" in once_row
 
@@ -193,7 +197,9 @@ def test_the_worker_row_shows_every_run_and_every_rounds_ratio_when_it_ran_in_ro
         "rounds": [{"ratio": 1.8417}, {"ratio": 2.0}],
         "target_ratio": 1.3,
     }
-    row = next(line for line in docs_figures.components({"results": {"worker": worker}}) if "bare POST" in line)
+    row = next(
+        line for line in docs_figures.components({"results": {"worker": worker}}) if line.startswith("| worker CPU")
+    )
     assert (
         "| 230 µs/msg (runs 221, 250.4) | 120.2 µs/request (runs 110, 131.5, 118, 121.5) "
         "| 1.91 (rounds 1.84, 2) | ≤ 1.3 |" in row
@@ -212,7 +218,21 @@ def test_the_floor_gets_its_own_row_and_the_reading_splits_the_worker_cost_betwe
         "target_ratio": 1.3,
     }
     results = {"results": {"worker": worker}}
-    row = next(line for line in docs_figures.components(results) if "floor" in line)
+    row = next(line for line in docs_figures.components(results) if line.startswith("| floor"))
     assert "| 201.5 µs/msg (runs 190, 213) | 120.2 µs/request | 1.68 (rounds 1.60, 1.75) | — |" in row
     reading = " ".join(docs_figures.reading(results))
     assert "cost 1.676x the bare POST, and the worker 1.141x the floor" in reading
+
+
+def test_a_component_measured_in_this_run_names_the_commit_it_measured() -> None:
+    worker = {
+        "bare_post": {"cpu_us_per_request": 120.0},
+        "worker": {"worker_cpu_us_per_message": 230.0},
+        "cpu_ratio_worker_vs_bare_post": 1.917,
+        "target_ratio": 1.3,
+        "code": {"commit": "bc368ff0123456789", "modified": ["benchmarks/docs_figures.py"]},
+    }
+    row = next(
+        line for line in docs_figures.components({"results": {"worker": worker}}) if line.startswith("| worker CPU")
+    )
+    assert row.endswith("| this run (commit bc368ff01234, plus uncommitted changes to `benchmarks/docs_figures.py`) |")
