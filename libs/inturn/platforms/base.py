@@ -15,9 +15,10 @@ from inturn.schemas import Message, now_ms
 from inturn.settings.worker import PlatformSettings
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class PreparedSend:
-    """A message rendered for its platform: ready to POST, nothing left to compute."""
+    """A message rendered for its platform: ready to POST, nothing left to compute (weakly referenceable, so a
+    test can see that a sent one is freed)."""
 
     url: str
     body: bytes

@@ -323,11 +323,12 @@ class Rooms:
                 await asyncio.sleep(delay)
         try:
             adapter = self._adapter(entry.platform)
-            prepared = self._prepared(adapter, entry)
+            # The rendered send is passed on, never kept in a local here: this frame stays suspended while the
+            # message awaits its ack, and would keep the body alive (see _send_and_wait).
             if self._mode is OrderingMode.PARTITION:
                 async with part.lock:  # one message in flight per partition
-                    return await self._send_and_wait(room, entry, adapter, prepared)
-            return await self._send_and_wait(room, entry, adapter, prepared)
+                    return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
+            return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
         except _Failed as failure:
             await self._dead_letter(room, entry, failure.reason)
             return True
@@ -369,7 +370,10 @@ class Rooms:
                     return False
         room.in_flight = True
         result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
-        entry.prepared = None  # sent: the rendered body is not needed again, and the room may wait long for its ack
+        # Sent: the rendered body is not needed again, and the room may wait long for its ack. Every reference
+        # goes, the parameter too: with tens of thousands of rooms awaiting acks, a kilobyte each adds up.
+        entry.prepared = None
+        del prepared
         metrics = m.for_platform(platform)
         metrics.dispatched.inc()
         self._events.emit(
