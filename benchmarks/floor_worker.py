@@ -37,11 +37,11 @@ from inturn.platforms.slots import Slots
 from inturn.runtime import tune_gc
 from inturn.schemas import Ack, Message, decode, encode_callback_data, now_ms
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.app import EVENTS_PRODUCER
 
-#: What the worker passes to its events producer and the garbage collector (services/worker/.../app.py,
-#: settings.worker_gc_young_threshold's default).
-EVENTS_PRODUCER = {"linger.ms": 50}
-GC_YOUNG_THRESHOLD = 20_000
+#: The worker's default for its garbage collector, which the floor applies too.
+GC_YOUNG_THRESHOLD: int = WorkerSettings.model_fields["worker_gc_young_threshold"].default
 ACK_TIMEOUT_S = 5.0
 BATCH = 500
 

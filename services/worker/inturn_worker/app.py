@@ -37,6 +37,11 @@ from inturn_worker.store import Store
 
 log = structlog.get_logger("inturn.worker")
 
+#: The events producer's overrides. Events wait for nothing but the checkpoint (which waits for their
+#: confirmation anyway): a longer linger sends them in fewer, larger requests and costs librdkafka's threads
+#: less CPU per message.
+EVENTS_PRODUCER = {"linger.ms": 50}
+
 
 class Worker:
     """One worker process: a member of the consumer group with its rooms, acks reader and checkpoint."""
@@ -70,9 +75,7 @@ class Worker:
             await migrate(conn)
         store = Store(pool, settings.topic_messages)
         events = EventLog(
-            # Events wait for nothing but the checkpoint (which waits for their confirmation anyway): a longer
-            # linger sends them in fewer, larger requests and costs librdkafka's threads less CPU per message.
-            make_producer(settings, **{"linger.ms": 50}),
+            make_producer(settings, **EVENTS_PRODUCER),
             settings,
             {settings.topic_events: layout.events or 1, settings.topic_dlq: layout.dlq or 1},
         )
