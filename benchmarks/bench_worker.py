@@ -137,9 +137,10 @@ def _floor(
         if floor.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{name}: the floor process did not start (exit {floor.wait(30)})")
         line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
-        result: dict[str, Any] = json.loads(floor.stdout.readline())
-        if floor.wait(60) != 0:
-            raise RuntimeError(f"{name}: the floor process failed")
+        out, _ = floor.communicate(timeout=600)
+        if floor.returncode != 0:
+            raise RuntimeError(f"{name}: the floor process failed (exit {floor.returncode})")
+        result: dict[str, Any] = json.loads(out.splitlines()[-1])
         report = line.report()
         result.update(lost=report.lost, reordered=report.reordered, duplicated=report.duplicated)
         return result

@@ -192,7 +192,10 @@ class Floor:
             before = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             print("ready", flush=True)
-            await self.all_done
+            await asyncio.wait([self.all_done, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                if task.done():
+                    task.result()  # a reader stopped early: its error ends the run instead of a hang
             wall = time.perf_counter() - t0
             after = resource.getrusage(resource.RUSAGE_SELF)
             self.stopping = True
