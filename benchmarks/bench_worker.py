@@ -124,7 +124,7 @@ def _floor(
     config = {
         "kafka": settings.model_dump(include=set(KafkaSettings.model_fields)),
         "total": rooms * per_room,
-        "url": f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages",
+        "base_url": line.sim_url,
         "token": ACCESS_TOKEN,
         "group": f"bench-{name}",
         "pool": pool,
@@ -165,26 +165,24 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _rounds(
-    scenarios: list[dict[str, Any]], bares: list[dict[str, Any]], floors: list[dict[str, Any]] | None = None
+    scenarios: list[dict[str, Any]], bares: list[dict[str, Any]], floors: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Each worker run (and the floor run of its round) against the two baseline runs on either side of it
     (bares[i] before, bares[i + 1] after)."""
     rounds = []
     for i, run in enumerate(scenarios):
         beside = _pooled(bares[i : i + 2])["cpu_us_per_request"]
-        one: dict[str, Any] = {
-            "worker_cpu_us_per_message": run["worker_cpu_us_per_message"],
-            "bare_cpu_us_per_request": round(beside, 1),
-            "ratio": round(run["worker_cpu_us_per_message"] / beside, 3),
-        }
-        if floors:
-            floor = floors[i]["cpu_us_per_message"]
-            one.update(
-                floor_cpu_us_per_message=round(floor, 1),
-                floor_ratio=round(floor / beside, 3),
-                worker_vs_floor=round(run["worker_cpu_us_per_message"] / floor, 3),
-            )
-        rounds.append(one)
+        floor = floors[i]["cpu_us_per_message"]
+        rounds.append(
+            {
+                "worker_cpu_us_per_message": run["worker_cpu_us_per_message"],
+                "bare_cpu_us_per_request": round(beside, 1),
+                "ratio": round(run["worker_cpu_us_per_message"] / beside, 3),
+                "floor_cpu_us_per_message": round(floor, 1),
+                "floor_ratio": round(floor / beside, 3),
+                "worker_vs_floor": round(run["worker_cpu_us_per_message"] / floor, 3),
+            }
+        )
     return rounds
 
 

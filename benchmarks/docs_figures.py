@@ -77,23 +77,27 @@ def source(figures: Mapping[str, Any]) -> str:
     return f"this run ({code_line(figures['code'])})" if "code" in figures else "this run"
 
 
+def _runs(values: Any) -> str:
+    """`` (runs a, b, ...)`` of a benchmark's single runs, when there was more than one."""
+    if not isinstance(values, list) or len(values) < 2:
+        return ""
+    return f" (runs {', '.join(figure(v) for v in values)})"
+
+
 def _baseline_runs(worker: Mapping[str, Any]) -> str:
     """Each baseline run's own figure, when there was more than one (older files: before and after the worker)."""
-    runs = dig(worker, "bare_post", "cpu_us_per_request_runs")
-    if isinstance(runs, list) and len(runs) > 1:
-        return f" (runs {', '.join(figure(r) for r in runs)})"
-    runs = dig(worker, "bare_post", "cpu_us_per_request_before_and_after")
-    if isinstance(runs, list) and len(runs) == 2:
-        return f" (before {figure(runs[0])}, after {figure(runs[1])})"
+    if runs := _runs(dig(worker, "bare_post", "cpu_us_per_request_runs")):
+        return runs
+    pair = dig(worker, "bare_post", "cpu_us_per_request_before_and_after")
+    if isinstance(pair, list) and len(pair) == 2:
+        return f" (before {figure(pair[0])}, after {figure(pair[1])})"
     return ""
 
 
 def _worker_runs(worker: Mapping[str, Any]) -> str:
     """Each worker run's own figure, when there was more than one."""
     runs = dig(worker, "worker", "runs")
-    if not isinstance(runs, list) or len(runs) < 2:
-        return ""
-    return f" (runs {', '.join(figure(r.get('worker_cpu_us_per_message')) for r in runs)})"
+    return _runs([r.get("worker_cpu_us_per_message") for r in runs] if isinstance(runs, list) else None)
 
 
 def _round_ratios(worker: Mapping[str, Any], key: str = "ratio") -> str:
@@ -103,14 +107,6 @@ def _round_ratios(worker: Mapping[str, Any], key: str = "ratio") -> str:
     if not isinstance(rounds, list) or len(rounds) < 2:
         return ""
     return f" (rounds {', '.join(figure(r.get(key), 2) for r in rounds)})"
-
-
-def _floor_runs(floor: Mapping[str, Any]) -> str:
-    """Each floor run's own figure, when there was more than one."""
-    runs = floor.get("cpu_us_per_message_runs")
-    if not isinstance(runs, list) or len(runs) < 2:
-        return ""
-    return f" (runs {', '.join(figure(r) for r in runs)})"
 
 
 def components(results: Results) -> list[str]:
@@ -132,7 +128,7 @@ def components(results: Results) -> list[str]:
             rows.append(
                 [
                     "floor (the stack alone: consume, POST, ack, 2 events) vs bare POST",
-                    f"{figure(floor.get('cpu_us_per_message'))} µs/msg{_floor_runs(floor)}",
+                    f"{figure(floor.get('cpu_us_per_message'))} µs/msg{_runs(floor.get('cpu_us_per_message_runs'))}",
                     f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request",
                     f"{figure(w.get('cpu_ratio_floor_vs_bare_post'), 2)}{_round_ratios(w, 'floor_ratio')}",
                     "—",

@@ -1,8 +1,8 @@
 """The worker benchmark's second reference: the least any worker on inturn's stack does per message.
 
 A process that, per message, does only what the delivery contract itself requires and nothing of
-inturn's own machinery: consume the message from Kafka and validate it, render and POST it with
-aiohttp (same body, same pool size, same gate as the worker), wait for its ack from the acks topic
+inturn's own machinery: consume the message from Kafka and validate it, render and POST it through the
+worker's own WhatsApp adapter (same body, pool and gate), wait for its ack from the acks topic
 (validated), and produce its two events (dispatched, acked) with the worker's producer settings.
 It has no offsets bookkeeping, cursors, retries, rate limits, breaker, backpressure, metrics,
 logging or crash safety: it is a measuring instrument, never a way to run inturn.
@@ -27,21 +27,21 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import aiohttp
 import orjson
 import uvloop
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from inturn.kafka import consume_batch, consumer_config, producer_config
-from inturn.platforms.slots import Slots
+from inturn.platforms import WhatsAppAdapter
 from inturn.runtime import tune_gc
-from inturn.schemas import Ack, Message, decode, encode_callback_data, now_ms
+from inturn.schemas import Ack, Message, decode, now_ms
 from inturn.settings import KafkaSettings
-from inturn.settings.worker import WorkerSettings
+from inturn.settings.worker import PlatformSettings, WorkerSettings
 from inturn_worker.app import EVENTS_PRODUCER
 
-#: The worker's default for its garbage collector, which the floor applies too.
+#: The worker's defaults for its garbage collector and its send timeout, which the floor applies too.
 GC_YOUNG_THRESHOLD: int = WorkerSettings.model_fields["worker_gc_young_threshold"].default
+SEND_TIMEOUT_S: float = WorkerSettings.model_fields["worker_send_timeout_ms"].default / 1000
 ACK_TIMEOUT_S = 5.0
 BATCH = 500
 
@@ -52,12 +52,13 @@ class Floor:
     def __init__(self, config: dict[str, Any]) -> None:
         self.kafka = KafkaSettings(**config["kafka"])
         self.total: int = config["total"]
-        self.url: str = config["url"]
-        self.headers = {"Authorization": f"Bearer {config['token']}", "Content-Type": "application/json"}
         self.messages = Consumer(consumer_config(self.kafka, config["group"]))
         self.acks = Consumer(consumer_config(self.kafka, config["group"] + "-acks"))
         self.producer = Producer(producer_config(self.kafka, **EVENTS_PRODUCER))
-        self.slots = Slots(config["pool"])
+        platform = PlatformSettings(
+            **config["kafka"], whatsapp_base_url=config["base_url"], whatsapp_access_token=config["token"]
+        )
+        self.adapter = WhatsAppAdapter(platform, config["pool"], SEND_TIMEOUT_S)
         self.rooms: dict[str, deque[tuple[Message, int, int, int]]] = {}
         self.waiting: dict[tuple[str, str], asyncio.Future[Ack | None]] = {}
         self.early: dict[tuple[str, str], Ack] = {}
@@ -85,63 +86,36 @@ class Floor:
         }
         self.producer.produce(self.kafka.topic_events, key=message.room_id, value=orjson.dumps(event))
 
-    async def _room(
-        self, room: str, queue: deque[tuple[Message, int, int, int]], session: aiohttp.ClientSession
-    ) -> None:
+    async def _room(self, room: str, queue: deque[tuple[Message, int, int, int]]) -> None:
         loop = asyncio.get_running_loop()
         while queue:
             message, partition, offset, consumed = queue.popleft()
-            body = orjson.dumps(
-                {
-                    "messaging_product": "whatsapp",
-                    "recipient_type": "individual",
-                    "to": message.recipient,
-                    **message.payload,
-                    "biz_opaque_callback_data": encode_callback_data(room, message.message_id),
-                }
-            )
             key = (room, message.message_id)
             future: asyncio.Future[Ack | None] = loop.create_future()
             early = self.early.pop(key, None)
             if early is not None:
                 future.set_result(early)
             self.waiting[key] = future
-            async with self.slots:
-                sent = now_ms()
-                async with session.post(self.url, data=body, headers=self.headers) as resp:
-                    answer = await resp.read()
-            platform_id = orjson.loads(answer)["messages"][0]["id"]
+            result = await self.adapter.send(self.adapter.prepare(message))
+            times = {"consumed_at_ms": consumed, "sent_at_ms": result.sent_at_ms}
             self._emit(
-                "dispatched",
-                message,
-                partition,
-                offset,
-                consumed_at_ms=consumed,
-                sent_at_ms=sent,
-                platform_message_id=platform_id,
+                "dispatched", message, partition, offset, platform_message_id=result.platform_message_id, **times
             )
-            timer = loop.call_at(loop.time() + ACK_TIMEOUT_S, _expire, future)
+            timer = loop.call_at(loop.time() + ACK_TIMEOUT_S, _settle, future)
             ack = await future
             timer.cancel()
             del self.waiting[key]
             self.finished.add(key)
             if ack is None:
                 self.timed_out += 1
-            self._emit(
-                "acked" if ack else "ack_timeout",
-                message,
-                partition,
-                offset,
-                consumed_at_ms=consumed,
-                sent_at_ms=sent,
-                acked_at_ms=ack.received_at_ms if ack else None,
-            )
+            kind, acked_at = ("acked", ack.received_at_ms) if ack else ("ack_timeout", None)
+            self._emit(kind, message, partition, offset, acked_at_ms=acked_at, **times)
             self.done += 1
             if self.done == self.total:
                 self.all_done.set_result(None)
         del self.rooms[room]
 
-    async def _intake(self, session: aiohttp.ClientSession) -> None:
+    async def _intake(self) -> None:
         loop = asyncio.get_running_loop()
         while not self.stopping:
             batch = await loop.run_in_executor(self.threads, consume_batch, self.messages, BATCH, 0.1, 0.005)
@@ -151,7 +125,7 @@ class Floor:
                 queue = self.rooms.get(message.room_id)
                 if queue is None:
                     queue = self.rooms[message.room_id] = deque()
-                    task = loop.create_task(self._room(message.room_id, queue, session))
+                    task = loop.create_task(self._room(message.room_id, queue))
                     self.room_tasks.add(task)
                     task.add_done_callback(self.room_tasks.discard)
                 queue.append((message, record.partition() or 0, record.offset() or 0, consumed))
@@ -186,20 +160,20 @@ class Floor:
         server = threading.Thread(target=self._serve_producer, daemon=True)
         server.start()
         tune_gc(GC_YOUNG_THRESHOLD)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.slots.free)) as session:
-            tasks = [loop.create_task(self._intake(session)), loop.create_task(self._acks())]
-            await assigned
-            before = resource.getrusage(resource.RUSAGE_SELF)
-            t0 = time.perf_counter()
-            print("ready", flush=True)
-            await asyncio.wait([self.all_done, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            for task in tasks:
-                if task.done():
-                    task.result()  # a reader stopped early: its error ends the run instead of a hang
-            wall = time.perf_counter() - t0
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            self.stopping = True
-            await asyncio.gather(*tasks)
+        tasks = [loop.create_task(self._intake()), loop.create_task(self._acks())]
+        await assigned
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        print("ready", flush=True)
+        await asyncio.wait([self.all_done, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                task.result()  # a reader stopped early: its error ends the run instead of a hang
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        self.stopping = True
+        await asyncio.gather(*tasks)
+        await self.adapter.close()
         server.join()
         self.messages.close()
         self.acks.close()
@@ -214,12 +188,8 @@ class Floor:
         }
 
 
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _expire(future: asyncio.Future[Ack | None]) -> None:
+def _settle(future: asyncio.Future[Any]) -> None:
+    """Resolve ``future`` with None unless something resolved it first (an assignment, an ack timeout)."""
     if not future.done():
         future.set_result(None)
 
