@@ -85,6 +85,13 @@ class Ack(_Record):
     error: str | None = Field(None, description="The platform's error title for 'failed' statuses.")
 
 
+#: Kafka headers the webhook sets on every ack record (values are UTF-8 bytes). With them the worker can tell what
+#: an ack is about without decoding its value, and skip statuses that can no longer change a message's outcome.
+ACK_HEADER_STATUS = "inturn-status"  # the AckStatus value: sent, delivered, read, failed
+ACK_HEADER_MESSAGE_ID = "inturn-message-id"  # inturn's message id, when the platform echoed it (else absent)
+ACK_HEADER_PLATFORM_MESSAGE_ID = "inturn-platform-message-id"  # the platform's message id
+
+
 class EventType(StrEnum):
     """Everything the worker records on ``inturn.events``."""
 
