@@ -34,6 +34,7 @@ COPY libs ./libs
 COPY services ./services
 COPY spark_jobs ./spark_jobs
 COPY cli ./cli
+COPY devtools ./devtools
 
 # A wheel (not an editable install): the image holds the built distribution and nothing of the source tree.
 # hadolint ignore=DL3013

@@ -23,8 +23,8 @@ $(STAMP): pyproject.toml scripts/setup-system.sh
 	@$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
-$(KAFKA_STAMP): $(STAMP) libs/inturn/devstack/kafka/pom.xml
-	@$(BIN)/python -c 'from inturn.devstack.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
+$(KAFKA_STAMP): $(STAMP) devtools/inturn_devtools/kafka/pom.xml
+	@$(BIN)/python -c 'from inturn_devtools.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
 	@touch $@
 
 setup: $(STAMP) $(KAFKA_STAMP) ## create the venv, install dependencies, system packages and Kafka jars (idempotent)

@@ -21,7 +21,6 @@ from typing import Any
 from google.cloud import pubsub_v1
 
 from inturn import topics
-from inturn.devstack import LocalKafka, LocalPubSub
 from inturn.kafka import make_admin
 from inturn.metrics import bridge as metrics
 from inturn.schemas import encode
@@ -29,6 +28,8 @@ from inturn.sdk import MessageProducer, plan_messages, planned_to_message
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.pull import PullBridge
 from inturn_bridge.relay import Relay
+from inturn_bridge.subscription import ensure
+from inturn_devtools import LocalKafka, LocalPubSub
 
 PROJECT = "inturn-bench"
 MAX_MESSAGES = 1000
@@ -74,13 +75,9 @@ def _publish_backlog(run_id: str, messages: int, rooms: int, subscriptions: list
     publisher = pubsub_v1.PublisherClient(
         publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
     )
-    subscriber = pubsub_v1.SubscriberClient()
     topic = publisher.topic_path(PROJECT, f"bench-{run_id}")
-    publisher.create_topic(name=topic)
     for sub in subscriptions:
-        path = subscriber.subscription_path(PROJECT, sub)
-        subscriber.create_subscription(request={"name": path, "topic": topic, "enable_message_ordering": True})
-    subscriber.close()
+        ensure(PROJECT, f"bench-{run_id}", sub)
     started = time.monotonic()
     futures = [
         publisher.publish(topic, encode(planned_to_message(p, run_id)), ordering_key=p.room_id)

@@ -38,12 +38,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
-from inturn.devstack import KAFKA_VERSION, LocalKafka, LocalPostgres
-from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn.kafka import base_config, make_producer
-from inturn.receipts import check
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings import KafkaSettings
+from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres
+from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn_devtools.receipts import check
 
 PARTITIONS = 12  # the project's default topic_partitions; both modes use the same count
 PAYLOAD_BYTES = 1024

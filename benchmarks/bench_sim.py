@@ -24,8 +24,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from inturn.devstack.process import free_port
 from inturn.schemas import encode_callback_data
+from inturn_devtools.process import free_port
 
 RECIPIENTS = 25_000
 NUMBERS = 10  # phone_number_ids the sends are spread over

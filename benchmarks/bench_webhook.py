@@ -29,11 +29,11 @@ import orjson
 from confluent_kafka import TopicPartition
 
 from inturn import topics
-from inturn.devstack import LocalKafka
-from inturn.devstack.process import free_port
 from inturn.kafka import make_admin, make_consumer
 from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka
+from inturn_devtools.process import free_port
 from inturn_webhook.signature import sign
 
 SECRET = "bench-secret"  # noqa: S105 - signs the benchmark's own requests to its own throwaway server

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import code_version, fresh_topics
-from inturn.devstack import LocalKafka, LocalPostgres
-from inturn.devstack.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn.kafka import committed_total
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka, LocalPostgres
+from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 
 
 def _scenario(

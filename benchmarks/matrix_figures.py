@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from inturn.receipts import Report
+from inturn_devtools.receipts import Report
 
 #: Event types after which a room (and in 'partition' mode its partition) may send its next message.
 TERMINAL = frozenset({"acked", "ack_timeout", "dead_lettered", "skipped_duplicate", "sent"})

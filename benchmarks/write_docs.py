@@ -326,9 +326,9 @@ def _matrix_sections(
     )
     out += [f"![CPU per message]({rel}/cpu.svg)", "", f"![Worker RSS]({rel}/rss.svg)", "", "### Receipt checker", ""]
     out += [
-        "`inturn.receipts.check` over each mode's whole receipt log against the produced room order. The run stops "
-        "before the backlog drains, so *lost* counts only messages missing before a later message of the same room "
-        "that arrived; *not yet sent* is the backlog left when the window ended.",
+        "`inturn_devtools.receipts.check` over each mode's whole receipt log against the produced room order. "
+        "The run stops before the backlog drains, so *lost* counts only messages missing before a later message of "
+        "the same room that arrived; *not yet sent* is the backlog left when the window ended.",
         "",
     ]
     out += table(

@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from inturn import topics
-from inturn.devstack import LocalKafka, LocalPostgres, LocalPubSub
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka, LocalPostgres, LocalPubSub
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,7 @@
 
 Producers are idempotent (``acks=all``) and use ``murmur2_random``: librdkafka's default
 partitioner (``consistent_random``, CRC32) differs from Java's, and inturn needs messages and
-acks of a room on the same partition number whoever produced them (DESIGN.md, invariant 5).
+acks of a room on the same partition number whoever produced them (docs/architecture.md, invariant 5).
 Consumers never auto-commit and never auto-store offsets: offsets are stored after the work.
 Clients are built on demand, never at import time.
 """

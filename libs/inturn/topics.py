@@ -1,7 +1,7 @@
 """inturn's topics: create them, and check the layout the worker and webhook rely on.
 
 Messages and acks must have the same partition count: the worker owning messages partition p
-reads acks partition p (DESIGN.md, invariant 5). ``check`` refuses a layout that breaks this.
+reads acks partition p (docs/architecture.md, invariant 5). ``check`` refuses a layout that breaks this.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyspark
 
-from inturn.devstack.process import cache_dir
+from inturn.cache import cache_dir
 from inturn.errors import ConfigError
 
 _POM = Path(__file__).resolve().parent.parent / "pom.xml"

@@ -16,6 +16,7 @@ from inturn.schemas import Message, encode
 from inturn.sdk import plan_messages, planned_to_message
 from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
+from inturn_bridge.subscription import ensure
 
 PROJECT = "inturn-test"
 
@@ -129,23 +130,12 @@ class Ordered:
 @pytest.fixture
 def ordered(pubsub_host: str, test_id: str) -> Iterator[Ordered]:
     """A fresh topic with a subscription that has message ordering on (ack deadline 10 s, the minimum)."""
+    subscription = f"s{test_id}"
+    setup = ensure(PROJECT, f"t{test_id}", subscription, ack_deadline_s=10)
     publisher = pubsub_v1.PublisherClient(
         publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
     )
-    subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(PROJECT, f"t{test_id}")
-    subscription = f"s{test_id}"
-    publisher.create_topic(name=topic)
-    subscriber.create_subscription(
-        request={
-            "name": subscriber.subscription_path(PROJECT, subscription),
-            "topic": topic,
-            "enable_message_ordering": True,
-            "ack_deadline_seconds": 10,
-        }
-    )
-    subscriber.close()
-    yield Ordered(topic, subscription, publisher)
+    yield Ordered(setup.topic, subscription, publisher)
     publisher.stop()
 
 

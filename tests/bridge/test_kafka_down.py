@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from inturn import topics
-from inturn.devstack import LocalKafka
 from inturn.kafka import make_admin, partition_for
 from inturn.metrics import bridge as metrics
 from inturn.schemas import Message, decode, encode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
+from inturn_devtools import LocalKafka
 from tests.bridge.conftest import Ordered, TopicReader, bridge_settings, per_room_seqs, wait_writable, workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]

@@ -29,12 +29,12 @@ import orjson
 import pytest
 from google.cloud import pubsub_v1
 
-from inturn.devstack.process import free_port, tail
 from inturn.kafka import partition_for
 from inturn.metrics import bridge as metrics
 from inturn.schemas import Message, decode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
+from inturn_devtools.process import free_port, tail
 from tests.bridge.conftest import PROJECT, Ordered, Record, TopicReader, bridge_settings, per_room_seqs, workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]

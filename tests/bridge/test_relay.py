@@ -6,13 +6,13 @@ from concurrent.futures import Future
 
 import pytest
 
-from inturn.devstack.process import free_port
 from inturn.schemas import Message, decode, encode
 from inturn.sdk import MessageProducer
 from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.convert import PubsubRecord
 from inturn_bridge.relay import NotWritten, Outcome, Relay, Settled
+from inturn_devtools.process import free_port
 from tests.bridge.conftest import TopicReader, workload
 
 pytestmark = pytest.mark.kafka

@@ -1,9 +1,9 @@
 """The fault matrix's shared parts: the pipeline under test, faults with their duplicate bound, the verdict.
 
-Every scenario runs the real services as OS processes (``inturn.devstack.pipeline``), injects its
+Every scenario runs the real services as OS processes (``inturn_devtools.pipeline``), injects its
 faults while the run is in progress, waits until the platform simulator received every produced
 message and the group committed every offset, then judges the simulator's receipt log with
-``inturn.receipts.check`` and prints one ``chaos:`` line (the figures of docs/reliability.md).
+``inturn_devtools.receipts.check`` and prints one ``chaos:`` line (the figures of docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from inturn.devstack.pipeline import Pipeline
 from inturn.kafka import partition_for
-from inturn.receipts import Report
 from inturn.settings import KafkaSettings
+from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.receipts import Report
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER
 from tests.worker.harness import committed
 

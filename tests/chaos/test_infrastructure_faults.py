@@ -21,13 +21,13 @@ from confluent_kafka import TopicPartition
 from google.cloud import pubsub_v1
 
 from inturn import topics
-from inturn.devstack import LocalKafka, LocalPostgres
-from inturn.devstack.pipeline import PHONE_NUMBER_ID, Pipeline
-from inturn.devstack.process import free_port
-from inturn.devstack.services import ServiceProcess
 from inturn.kafka import make_admin, make_consumer
 from inturn.schemas import Message, decode
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka, LocalPostgres
+from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline
+from inturn_devtools.process import free_port
+from inturn_devtools.services import ServiceProcess
 from tests.bridge.conftest import wait_writable
 from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target
 from tests.worker.harness import read_topic

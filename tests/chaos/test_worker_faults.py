@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from inturn.devstack.pipeline import Pipeline
+from inturn_devtools.pipeline import Pipeline
 from tests.chaos.conftest import Scenario, assert_target, owned_partitions, rooms_of
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]

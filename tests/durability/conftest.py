@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inturn.devstack.pipeline import Pipeline
 from inturn.settings import KafkaSettings
+from inturn_devtools.pipeline import Pipeline
 from tests.worker.harness import committed
 
 #: A platform with realistic latency that loses 10% of callbacks; workers with short timeouts.

@@ -12,10 +12,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from inturn.devstack import LocalPostgres
-from inturn.devstack.pipeline import Pipeline
 from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalPostgres
+from inturn_devtools.pipeline import Pipeline
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inturn.devstack.pipeline import Pipeline
+from inturn_devtools.pipeline import Pipeline
 from tests.durability.conftest import wait_done
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]

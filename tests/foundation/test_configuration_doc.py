@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inturn.settings.reference import SECTIONS, _load, render
+from inturn_cli.reference import SECTIONS, _load, render
 
 DOC = Path(__file__).parents[2] / "docs" / "configuration.md"
 

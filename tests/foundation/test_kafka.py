@@ -11,10 +11,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from inturn import topics
-from inturn.devstack.kafka import kafka_lib_dir
 from inturn.errors import TopicMismatchError, TopicMissingError
 from inturn.kafka import make_consumer, make_producer, murmur2, partition_for, producer_config
 from inturn.settings import KafkaSettings
+from inturn_devtools.kafka import kafka_lib_dir
 
 pytestmark = pytest.mark.kafka
 

@@ -14,6 +14,7 @@ from inturn.kafka import make_consumer, partition_for
 from inturn.schemas import Message, decode
 from inturn.sdk import Delivery, MessageProducer, build_message, parse_pattern, plan_messages
 from inturn.settings import KafkaSettings
+from inturn_bridge.subscription import ensure
 from inturn_cli.main import main
 
 
@@ -122,12 +123,9 @@ def test_inturn_produce_with_a_pattern_writes_that_interleaving_to_kafka(
 def test_inturn_produce_to_pubsub_publishes_with_the_room_as_ordering_key(
     pubsub_host: str, test_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    publisher = pubsub_v1.PublisherClient()
+    setup = ensure("inturn-test", f"p{test_id}", f"p{test_id}")
+    topic, subscription = setup.topic, setup.subscription
     subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path("inturn-test", f"p{test_id}")
-    subscription = subscriber.subscription_path("inturn-test", f"p{test_id}")
-    publisher.create_topic(name=topic)
-    subscriber.create_subscription(request={"name": subscription, "topic": topic, "enable_message_ordering": True})
     code = main(["produce", "--rooms", "3", "--messages", "12", "--to", "pubsub", "--pubsub-topic", topic])
     assert code == 0
     assert "produced 12 of 12 messages over 3 rooms" in capsys.readouterr().err

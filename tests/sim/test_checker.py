@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from inturn.receipts import check, load_receipts, produced_order, receipts_url
+from inturn_devtools.receipts import check, load_receipts, produced_order, receipts_url
 
 
 def receipts(*deliveries: tuple[str | None, str | None]) -> list[dict[str, Any]]:

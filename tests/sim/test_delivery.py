@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import aiohttp
 
-from inturn.receipts import check, fetch_receipts
 from inturn.schemas import encode_callback_data
 from inturn.settings.sim import SimSettings
+from inturn_devtools.receipts import check, fetch_receipts
 from inturn_sim.run import running_sim
 
 from .support import Hook, control, message, send, until

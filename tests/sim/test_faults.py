@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import aiohttp
 
-from inturn.receipts import check
 from inturn.settings.sim import SimSettings
+from inturn_devtools.receipts import check
 from inturn_sim.run import running_sim
 
 from .support import AUTH, Hook, control, message, send, until

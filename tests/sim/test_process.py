@@ -13,8 +13,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from inturn.devstack.process import free_port
-from inturn.receipts import check, load_receipts
+from inturn_devtools.process import free_port
+from inturn_devtools.receipts import check, load_receipts
 
 from .support import message
 

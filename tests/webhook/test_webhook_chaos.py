@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from inturn import topics
-from inturn.devstack import LocalKafka
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka
 
 from .support import Webhook, meta_payload, meta_status, record_count, started, webhook_settings_for
 

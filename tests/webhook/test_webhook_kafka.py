@@ -11,11 +11,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from inturn import schemas
-from inturn.devstack.process import free_port
 from inturn.kafka import make_producer, partition_for
 from inturn.schemas import Ack, AckStatus, DeadLetter, Message
 from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
+from inturn_devtools.process import free_port
 from inturn_webhook.signature import sign
 
 from .support import (

@@ -16,10 +16,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from inturn import schemas, topics
-from inturn.devstack.process import free_port
 from inturn.schemas import Ack
 from inturn.settings import KafkaSettings
 from inturn_cli.main import main
+from inturn_devtools.process import free_port
 from inturn_webhook.signature import sign
 
 from .support import APP_SECRET, MAX_BODY, meta_payload, meta_status, read_topic

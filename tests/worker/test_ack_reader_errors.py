@@ -14,10 +14,10 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 
-from inturn.devstack.process import free_port
 from inturn.kafka import make_consumer, partition_for
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.process import free_port
 from inturn_worker.ack_reader import REBUILD_AFTER
 from inturn_worker.partition import PartitionState
 from tests.worker.harness import ack_of, ack_reader, publish_acks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from inturn.settings.reference import render
+from inturn_cli.reference import render
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -23,6 +23,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from inturn.devstack.demo import run
+    from inturn_devtools.demo import run
 
     return run(rooms=args.rooms, messages=args.messages, out=args.out)

@@ -8,7 +8,7 @@ import signal
 import threading
 from pathlib import Path
 
-from inturn.devstack.stack import LocalStack, StackState, load_state, save_state, stop_detached
+from inturn_devtools.stack import LocalStack, StackState, load_state, save_state, stop_detached
 
 STATE_FILE = Path(os.environ.get("INTURN_STATE_DIR", "var")) / "devstack.json"
 
@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "dev",
         help="run the local stack: Kafka, PostgreSQL, Pub/Sub emulator",
         description="Start a real Kafka broker (KRaft), PostgreSQL and the Pub/Sub emulator on free loopback "
-        "ports, and print the environment variables that point inturn at them.",
+        "ports, create inturn's Kafka topics and the Pub/Sub topic with the ordered subscription the bridge reads "
+        "(`inturn pubsub setup` with its defaults), and print the environment variables that point inturn at them.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     up = actions.add_parser("up", help="start the stack (in the foreground until Ctrl-C, or --detach)")
@@ -42,6 +43,11 @@ def _up(args: argparse.Namespace) -> int:
         return 1
     stack = LocalStack()
     state = stack.start()
+    try:
+        _provision(state)
+    except BaseException:
+        stack.stop()
+        raise
     _print_env(state)
     if args.detach:
         save_state(state, STATE_FILE)
@@ -56,6 +62,24 @@ def _up(args: argparse.Namespace) -> int:
     finally:
         stack.stop()
     return 0
+
+
+def _provision(state: StackState) -> None:
+    """What a newcomer would otherwise have to make by hand: inturn's Kafka topics, and the Pub/Sub topic with the
+    ordered subscription the bridge reads by default, so ``inturn bridge --mode pull`` works with no other step."""
+    from inturn import topics
+    from inturn.kafka import make_admin
+    from inturn.settings import KafkaSettings, load
+    from inturn.settings.bridge import BridgeSettings
+    from inturn_bridge.subscription import DEFAULT_TOPIC, ensure
+
+    os.environ.update(state.env())
+    kafka = load(KafkaSettings)
+    created = topics.create(make_admin(kafka), kafka)
+    print(f"# kafka topics: {', '.join(created) or 'all existed'}", flush=True)
+    bridge = load(BridgeSettings)
+    setup = ensure(bridge.bridge_project, DEFAULT_TOPIC, bridge.bridge_subscription)
+    print(f"# pubsub: {setup.topic} -> {setup.subscription} (ordered)", flush=True)
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -9,9 +9,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from inturn.devstack.kafka import LocalKafka
-from inturn.devstack.postgres import LocalPostgres
-from inturn.devstack.pubsub import LocalPubSub
+from inturn_devtools.kafka import LocalKafka
+from inturn_devtools.postgres import LocalPostgres
+from inturn_devtools.pubsub import LocalPubSub
 
 
 @dataclass

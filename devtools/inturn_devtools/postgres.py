@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from inturn.devstack.process import free_port, port_open, wait_until
+from inturn_devtools.process import free_port, port_open, wait_until
 
 DB_NAME = "inturn"
 DB_USER = "inturn"

@@ -18,14 +18,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def cache_dir() -> Path:
-    """Where downloaded artefacts (Kafka jars) are kept between runs: ``$INTURN_CACHE_DIR`` or ~/.cache/inturn."""
-    root = os.environ.get("INTURN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "inturn")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def wait_until(
     check: Callable[[], bool],
     timeout: float,

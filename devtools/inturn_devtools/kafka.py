@@ -18,7 +18,8 @@ from types import TracebackType
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from inturn.devstack.process import cache_dir, free_port, port_open, stop_group, wait_until
+from inturn.cache import cache_dir
+from inturn_devtools.process import free_port, port_open, stop_group, wait_until
 
 _HERE = Path(__file__).parent / "kafka"
 _POM = _HERE / "pom.xml"

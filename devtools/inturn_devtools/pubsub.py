@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from inturn.devstack.process import free_port, stop_group, wait_until
+from inturn_devtools.process import free_port, stop_group, wait_until
 
 
 class LocalPubSub:

@@ -6,8 +6,8 @@ jars from Maven Central), ``LocalPostgres`` (Debian's PostgreSQL, ``initdb`` + `
 ``LocalPubSub`` (the gcloud Pub/Sub emulator).
 """
 
-from inturn.devstack.kafka import KAFKA_VERSION, LocalKafka
-from inturn.devstack.postgres import LocalPostgres
-from inturn.devstack.pubsub import LocalPubSub
+from inturn_devtools.kafka import KAFKA_VERSION, LocalKafka
+from inturn_devtools.postgres import LocalPostgres
+from inturn_devtools.pubsub import LocalPubSub
 
 __all__ = ["KAFKA_VERSION", "LocalKafka", "LocalPostgres", "LocalPubSub"]

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from inturn.devstack.process import tail
+from inturn_devtools.process import tail
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

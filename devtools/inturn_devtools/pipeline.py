@@ -13,12 +13,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from inturn.devstack.process import free_port
-from inturn.devstack.services import ServiceProcess
 from inturn.kafka import make_producer
-from inturn.receipts import Report, check, load_receipts
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings import KafkaSettings
+from inturn_devtools.process import free_port
+from inturn_devtools.receipts import Report, check, load_receipts
+from inturn_devtools.services import ServiceProcess
 
 APP_SECRET = "pipeline-app-secret"  # noqa: S105 - a throwaway secret between two local processes
 ACCESS_TOKEN = "pipeline-token"  # noqa: S105 - same

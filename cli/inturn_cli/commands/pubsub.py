@@ -1,0 +1,39 @@
+"""``inturn pubsub setup``: the Pub/Sub topic and the ordered subscription the bridge reads."""
+
+from __future__ import annotations
+
+import argparse
+
+from inturn.settings import load
+from inturn.settings.bridge import BridgeSettings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``pubsub`` and its actions."""
+    from inturn_bridge.subscription import DEFAULT_TOPIC
+
+    parser = sub.add_parser(
+        "pubsub",
+        help="create the Pub/Sub topic and ordered subscription the bridge reads",
+        description="Create the topic the chat backend publishes to and a subscription on it with message "
+        "ordering enabled, unless they exist (idempotent; an existing subscription without ordering is an "
+        "error). Uses the emulator when PUBSUB_EMULATOR_HOST is set, else Application Default Credentials.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    setup = actions.add_parser("setup", help="create the topic and the ordered subscription (idempotent)")
+    setup.add_argument("--project", help="GCP project (default: INTURN_BRIDGE_PROJECT)")
+    setup.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic id the backend publishes to ({DEFAULT_TOPIC})")
+    setup.add_argument("--subscription", help="subscription id (default: INTURN_BRIDGE_SUBSCRIPTION)")
+    setup.set_defaults(handler=_setup)
+
+
+def _setup(args: argparse.Namespace) -> int:
+    from inturn_bridge.subscription import ensure
+
+    settings = load(BridgeSettings)
+    done = ensure(
+        args.project or settings.bridge_project, args.topic, args.subscription or settings.bridge_subscription
+    )
+    print(f"topic: {done.topic} ({'created' if done.created_topic else 'existed'})")
+    print(f"subscription: {done.subscription} ({'created' if done.created_subscription else 'existed'}, ordered)")
+    return 0
