@@ -9,7 +9,8 @@ import pytest
 
 from inturn.schemas import Message, decode
 from inturn.settings import KafkaSettings, load
-from inturn_cli.commands.rooms import OperatorSettings, room_info
+from inturn.settings.operator import OperatorSettings
+from inturn_cli.commands.rooms import room_info
 from inturn_cli.main import main
 from tests.worker.harness import (
     ScriptedPlatform,

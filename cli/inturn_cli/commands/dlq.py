@@ -8,16 +8,11 @@ import json
 
 import asyncpg
 
+from inturn.db import operator
 from inturn.db.pool import connect_kwargs
 from inturn.kafka import make_producer
 from inturn.settings import load
-from inturn_cli.commands.rooms import OperatorSettings
-
-_PENDING = (
-    "SELECT id, source, reason, room_id, message_id, topic, partition, kafka_offset, raw, created_at "
-    "FROM dead_letters WHERE replayed_at IS NULL AND ($1::text IS NULL OR room_id = $1) "
-    "ORDER BY room_id, partition, kafka_offset, id LIMIT $2"
-)
+from inturn.settings.operator import OperatorSettings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,7 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 async def _pending(settings: OperatorSettings, room: str | None, limit: int) -> list[asyncpg.Record]:
     conn = await asyncpg.connect(**connect_kwargs(settings))
     try:
-        return list(await conn.fetch(_PENDING, room, limit))
+        return await operator.pending_dead_letters(conn, room, limit)
     finally:
         await conn.close()
 
@@ -77,9 +72,7 @@ def _replay(args: argparse.Namespace) -> int:
     async def mark() -> None:
         conn = await asyncpg.connect(**connect_kwargs(settings))
         try:
-            await conn.execute(
-                "UPDATE dead_letters SET replayed_at = now() WHERE id = ANY($1::bigint[])", [r["id"] for r in rows]
-            )
+            await operator.mark_replayed(conn, [r["id"] for r in rows])
         finally:
             await conn.close()
 

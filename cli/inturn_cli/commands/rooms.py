@@ -11,13 +11,11 @@ from typing import Any
 
 import asyncpg
 
+from inturn.db import operator
 from inturn.db.pool import connect_kwargs
 from inturn.kafka import partition_for
-from inturn.settings import KafkaSettings, PostgresSettings, load
-
-
-class OperatorSettings(KafkaSettings, PostgresSettings):
-    """Kafka and PostgreSQL, as the operator commands need both."""
+from inturn.settings import load
+from inturn.settings.operator import OperatorSettings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,39 +47,18 @@ async def room_info(settings: OperatorSettings, room: str) -> dict[str, Any]:
     """The room's state in PostgreSQL."""
     conn = await asyncpg.connect(**connect_kwargs(settings))
     try:
-        topic = settings.topic_messages
-        partitions = await conn.fetchval("SELECT count(*) FROM partition_epochs WHERE messages_topic = $1", topic)
-        cursor = await conn.fetchrow(
-            "SELECT partition, terminal_offset, message_id, outcome, epoch, updated_at FROM room_cursors "
-            "WHERE messages_topic = $1 AND room_id = $2",
-            topic,
-            room,
-        )
-        owner = None
-        if cursor is not None:
-            owner = await conn.fetchrow(
-                "SELECT owner, epoch, claimed_at FROM partition_epochs WHERE messages_topic = $1 AND partition = $2",
-                topic,
-                cursor["partition"],
-            )
-        blocked = await conn.fetchrow(
-            "SELECT reason, blocked_at FROM blocked_rooms WHERE messages_topic = $1 AND room_id = $2", topic, room
-        )
-        letters = await conn.fetch(
-            "SELECT id, message_id, reason, created_at, replayed_at FROM dead_letters WHERE room_id = $1 "
-            "ORDER BY partition, kafka_offset, id",
-            room,
-        )
+        state = await operator.room_state(conn, settings.topic_messages, room)
     finally:
         await conn.close()
+    cursor = state["cursor"]
     return {
         "room_id": room,
         "partition": partition_for(room, settings.topic_partitions) if not cursor else cursor["partition"],
-        "partitions_known": partitions,
+        "partitions_known": state["partitions_known"],
         "cursor": _row(cursor),
-        "owner": _row(owner),
-        "blocked": _row(blocked),
-        "dead_letters": [_row(r) for r in letters],
+        "owner": _row(state["owner"]),
+        "blocked": _row(state["blocked"]),
+        "dead_letters": [_row(r) for r in state["dead_letters"]],
     }
 
 
@@ -112,19 +89,12 @@ def _show(args: argparse.Namespace) -> int:
 def _unblock(args: argparse.Namespace) -> int:
     settings = load(OperatorSettings)
 
-    async def run() -> str:
+    async def run() -> bool:
         conn = await asyncpg.connect(**connect_kwargs(settings))
         try:
-            return str(
-                await conn.execute(
-                    "DELETE FROM blocked_rooms WHERE messages_topic = $1 AND room_id = $2",
-                    settings.topic_messages,
-                    args.room,
-                )
-            )
+            return await operator.release_room(conn, settings.topic_messages, args.room)
         finally:
             await conn.close()
 
-    status = asyncio.run(run())
-    print("released" if status.endswith(" 1") else "was not blocked")
+    print("released" if asyncio.run(run()) else "was not blocked")
     return 0
