@@ -15,10 +15,9 @@ import signal
 import structlog
 from aiohttp import web
 
-from inturn import logs, topics
+from inturn import logs, probes, topics
 from inturn.errors import TopicMissingError
 from inturn.kafka import make_admin
-from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.sdk import MessageProducer
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.oidc import PushAuth
@@ -61,9 +60,7 @@ class BridgeService:
         self._producer = MessageProducer(settings, **{"message.timeout.ms": settings.bridge_kafka_delivery_timeout_ms})
         self._relay = Relay(settings, self._producer)
         app = web.Application(client_max_size=MAX_ENVELOPE_BYTES)
-        app.router.add_get("/metrics", _metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        probes.add_probes(app, alive=self._alive, ready=self._ready)
         if settings.bridge_mode == "push":
             auth = PushAuth(settings) if settings.bridge_oidc_audience else None
             app.router.add_post(settings.bridge_push_path, PushEndpoint(self._relay, auth, self._draining).handle)
@@ -72,11 +69,7 @@ class BridgeService:
             await asyncio.to_thread(self._puller.start)
             loop = asyncio.get_running_loop()
             self._puller.add_done_callback(lambda _: loop.call_soon_threadsafe(self._stream_ended))
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, settings.bridge_http_host, settings.bridge_http_port)
-        await site.start()
-        self._port = self._runner.addresses[0][1]
+        self._runner, self._port = await probes.serve(app, settings.bridge_http_host, settings.bridge_http_port)
         log.info("bridge.started", mode=settings.bridge_mode, port=self._port, topic=settings.topic_messages)
 
     def _stream_ended(self) -> None:
@@ -114,19 +107,13 @@ class BridgeService:
                 log.warning("bridge.producer_left_records", left=left)
         return settled
 
-    async def _healthz(self, _: web.Request) -> web.Response:
+    def _alive(self) -> tuple[bool, dict[str, object]]:
         failure = self.failed
-        if failure is not None:
-            return web.json_response({"status": "failed", "error": str(failure)}, status=503)
-        return web.json_response({"status": "ok"})
+        return (True, {}) if failure is None else (False, {"error": str(failure)})
 
-    async def _readyz(self, _: web.Request) -> web.Response:
-        ready = not self._draining.is_set() and (self._puller is None or self._puller.running)
-        return web.json_response({"ready": ready}, status=200 if ready else 503)
-
-
-async def _metrics(_: web.Request) -> web.Response:
-    return web.Response(body=exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    def _ready(self) -> tuple[bool, dict[str, object]]:
+        draining = self._draining.is_set()
+        return not draining and (self._puller is None or self._puller.running), {"draining": draining}
 
 
 def _check_topics(settings: BridgeSettings) -> None:

@@ -11,8 +11,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from inturn.metrics import CONTENT_TYPE_LATEST, exposition
+from inturn.metrics import exposition
 from inturn.metrics.sim import registry_for
+from inturn.probes import add_probes
 from inturn.settings.sim import SimSettings
 from inturn_sim import meta
 from inturn_sim.knobs import ConfigUpdate
@@ -46,7 +47,7 @@ def create_app(settings: SimSettings) -> web.Application:
     app = web.Application()
     sim = Simulator(settings)
     app[SIM] = sim
-    app[REGISTRY] = registry_for(sim.stats.snapshot)
+    registry = app[REGISTRY] = registry_for(sim.stats.snapshot)
     app.cleanup_ctx.append(_lifecycle)
     app.router.add_post("/{version}/{phone_number_id}/messages", send_message)
     app.router.add_get("/_sim/health", health)
@@ -57,9 +58,7 @@ def create_app(settings: SimSettings) -> web.Application:
     app.router.add_post("/_sim/faults", faults)
     app.router.add_post("/_sim/release", release)
     app.router.add_post("/_sim/reset", reset)
-    app.router.add_get("/healthz", health)
-    app.router.add_get("/readyz", ready)
-    app.router.add_get("/metrics", metrics)
+    add_probes(app, ready=lambda: (sim.sender.started and not sim.closing, {}), metrics=lambda: exposition(registry))
     return app
 
 
@@ -95,16 +94,8 @@ async def send_message(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """``/healthz`` and ``/_sim/health``: the process answers."""
+    """``/_sim/health``: the process answers (``/healthz`` and ``/readyz`` are ``inturn.probes``')."""
     return _json({"status": "ok"})
-
-
-async def ready(request: web.Request) -> web.Response:
-    """``/readyz``: 200 while the callback sender runs, 503 before it started and while shutting down."""
-    sim = request.app[SIM]
-    if sim.sender.started and not sim.closing:
-        return _json({"status": "ready"})
-    return _json({"status": "not ready"}, status=503)
 
 
 async def receipts(request: web.Request) -> web.Response:
@@ -160,8 +151,3 @@ async def reset(request: web.Request) -> web.Response:
     """``POST /_sim/reset``: clear receipts, counters, faults and everything pending."""
     request.app[SIM].reset()
     return _json({"status": "reset"})
-
-
-async def metrics(request: web.Request) -> web.Response:
-    """``/metrics``: Prometheus text exposition of this simulator's counters."""
-    return web.Response(body=exposition(request.app[REGISTRY]), headers={"Content-Type": CONTENT_TYPE_LATEST})
