@@ -27,6 +27,7 @@ from benchmarks.docs_figures import (
     reading,
     table,
 )
+from benchmarks.transport_figures import transport_reading, transport_section
 from inturn_reports.charts import bar_chart
 
 BENCH_DIR = Path("var/bench")
@@ -156,8 +157,11 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         out += _matrix_sections(matrix, scenarios, ok, setup, lat, plots_rel)
     else:
         out += ["The scenario matrix is not in these results.", ""]
+    transport = dig(results, "results", "transport")
+    out += transport_section(transport) if transport else []
     out += components(results)
-    out += ["## Reading", "", *(f"- {line}" for line in reading(results)), ""]
+    lines = reading(results) + (transport_reading(transport) if transport else [])
+    out += ["## Reading", "", *(f"- {line}" for line in lines), ""]
     return "\n".join(out)
 
 
