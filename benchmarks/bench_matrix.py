@@ -128,7 +128,7 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _sim_env(ack_rate: float) -> dict[str, str]:
+def sim_env_for(ack_rate: float) -> dict[str, str]:
     return {
         "INTURN_SIM_LATENCY_MEDIAN_MS": str(LATENCY_MS["median"]),
         "INTURN_SIM_LATENCY_P99_MS": str(LATENCY_MS["p99"]),
@@ -141,8 +141,8 @@ def _sim_env(ack_rate: float) -> dict[str, str]:
 def _scenario(
     kafka: LocalKafka, pg: LocalPostgres, plan: Plan, name: str, rooms: int, ack_rate: float
 ) -> dict[str, Any]:
-    sim_env = _sim_env(ack_rate)
-    raw = _raw(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
+    sim_env = sim_env_for(ack_rate)
+    raw = raw_loop(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
     per_room = max(2, math.ceil(plan.backlog / rooms))
     modes = {mode: fresh_topics(kafka.bootstrap, f"{name}-{mode}", PARTITIONS) for mode in ("ack", "partition")}
     t0 = time.monotonic()
@@ -176,7 +176,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
+def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
     """The raw HTTP loop: bare POSTs to the simulator (which calls the webhook back), no ordering."""
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
@@ -205,6 +205,24 @@ def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[
     }
 
 
+def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, bytes]:
+    """Message ``n`` of room ``r`` of a scenario: its room id, message id and encoded record."""
+    room = f"{prefix}-{r}"
+    message_id = f"{room}#{n}"
+    value = encode(
+        Message(
+            room_id=room,
+            message_id=message_id,
+            platform="whatsapp",
+            account=PHONE_NUMBER_ID,
+            recipient=f"49170{r:07d}",
+            payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+            created_at_ms=now_ms(),
+        )
+    )
+    return room, message_id, value
+
+
 def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
     """The same backlog to every target's messages topic, rooms interleaved; each room's order."""
     producer = make_producer(targets[0])
@@ -213,19 +231,7 @@ def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix:
     count = 0
     for n in range(per_room):
         for r in range(rooms):
-            room = f"{prefix}-{r}"
-            message_id = f"{room}#{n}"
-            value = encode(
-                Message(
-                    room_id=room,
-                    message_id=message_id,
-                    platform="whatsapp",
-                    account=PHONE_NUMBER_ID,
-                    recipient=f"49170{r:07d}",
-                    payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
-                    created_at_ms=now_ms(),
-                )
-            )
+            room, message_id, value = message_value(prefix, r, n, filler)
             for target in targets:
                 while True:
                     try:
@@ -282,7 +288,7 @@ def _measure(
         rss, peak_rss = worker.rss_mb()
         if not worker.running:
             raise RuntimeError(f"{name}: the worker exited during the window (log: {worker.log_file})")
-        events = _read_events(settings)  # before the receipts: every acked message then has its receipt
+        events = read_events(settings)  # before the receipts: every acked message then has its receipt
         receipts = line.receipts()
     finally:
         line.stop()
@@ -315,7 +321,7 @@ def _sample_rooms(line: Pipeline, until: float, peak: float) -> float:
     return peak
 
 
-def _read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
+def read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
     """Every event on the events topic up to its end right now, decoded."""
     consumer = Consumer(
         {**base_config(settings), "group.id": f"{settings.topic_events}-reader", "enable.auto.commit": False}

@@ -27,7 +27,7 @@ from benchmarks.docs_figures import (
     reading,
     table,
 )
-from benchmarks.transport_figures import transport_reading, transport_section
+from benchmarks.worker_figures import half_load_section, transport_section, worker_reading
 from inturn_reports.charts import bar_chart
 
 BENCH_DIR = Path("var/bench")
@@ -157,11 +157,12 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         out += _matrix_sections(matrix, scenarios, ok, setup, lat, plots_rel)
     else:
         out += ["The scenario matrix is not in these results.", ""]
-    transport = dig(results, "results", "transport")
-    out += transport_section(transport) if transport else []
+    if half_load := dig(results, "results", "half_load"):
+        out += half_load_section(half_load)
+    if transport := dig(results, "results", "transport"):
+        out += transport_section(transport)
     out += components(results)
-    lines = reading(results) + (transport_reading(transport) if transport else [])
-    out += ["## Reading", "", *(f"- {line}" for line in lines), ""]
+    out += ["## Reading", "", *(f"- {line}" for line in reading(results) + worker_reading(results)), ""]
     return "\n".join(out)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.bench_transport import summary
-from benchmarks.transport_figures import transport_reading, transport_section
+from benchmarks.worker_figures import transport_reading, transport_section
 
 
 def _run(cpu_s: float, wall_s: float = 2.0, requests: int = 1000) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""How the transport benchmark reads in docs/benchmarks.md: the candidates side by side, with the baseline named
-and what each side's CPU includes."""
+"""How the worker's own benchmarks read in docs/benchmarks.md: the transport candidates side by side (the baseline
+named, and what each side's CPU includes), the half-load scenario's delay from turn to send, and ack mode's rate
+against the raw loop at the room counts the targets name."""
 
 from __future__ import annotations
 
@@ -71,3 +72,66 @@ def transport_reading(t: Mapping[str, Any]) -> list[str]:
         f"The adapters' transport ({adopted}) cost {figure(ratio, 2)}x {t.get('baseline')}'s client CPU per request "
         f"in the same run: {verdict}."
     ]
+
+
+def half_load_section(h: Mapping[str, Any]) -> list[str]:
+    """The ``## The worker at half load`` section."""
+    turn, consumed = h.get("turn_to_sent_ms", {}), h.get("consumed_to_sent_ms", {})
+    receipts: Mapping[str, Any] = h.get("receipts", {})
+    out = [
+        "## The worker at half load",
+        "",
+        f"Measured in {source(h)} (`benchmarks/bench_half_load.py`): {figure(h.get('rooms'))} rooms, every ack "
+        "delivered, the matrix's platform latency. The raw HTTP loop of the same box reached "
+        f"{figure(dig(h, 'raw', 'msgs_per_s'))} msg/s; a producer then offered "
+        f"{figure(h.get('rate_offered_msgs_per_s'))} msg/s ({figure(h.get('share_of_raw_rate'))} of it) to one "
+        "worker in ack mode, rooms in turn. Over the "
+        f"{figure(h.get('window_s'))} s window after the warm-up, from the worker's own events: *turn→sent* is a "
+        "message's sent_at_ms minus the moment its turn came (the later of its consumed_at_ms and the ts_ms of the "
+        "terminal event of the room's previous message); *consumed→sent* includes the wait behind the room's "
+        "earlier messages.",
+        "",
+    ]
+    header = ["offered msg/s", "delivered msg/s", "turn→sent p50 / p99 ms", "consumed→sent p50 / p99 ms"]
+    out += table(
+        [*header, "worker CPU s/s", "lost", "reordered", "duplicated"],
+        [
+            [
+                figure(h.get("rate_offered_msgs_per_s")),
+                figure(h.get("delivered_msgs_per_s")),
+                f"{figure(turn.get('p50'))} / {figure(turn.get('p99'))} (n = {figure(turn.get('n'))})",
+                f"{figure(consumed.get('p50'))} / {figure(consumed.get('p99'))}",
+                figure(h.get("worker_cpu_s_per_s"), 2),
+                figure(receipts.get("lost")),
+                figure(receipts.get("reordered")),
+                figure(receipts.get("duplicated")),
+            ]
+        ],
+    )
+    return out
+
+
+def worker_reading(results: Mapping[str, Any]) -> list[str]:
+    """Plain statements for the worker's targets: the transport chosen, the half-load delay, and ack mode's rate
+    against the raw loop at 5,000 and 25,000 rooms."""
+    r: Mapping[str, Any] = results.get("results", {})
+    lines = transport_reading(t) if (t := r.get("transport")) else []
+    if (h := r.get("half_load")) and (p99 := dig(h, "turn_to_sent_ms", "p99")) is not None:
+        target = h.get("target_turn_to_sent_p99_ms")
+        verdict = "met" if target is not None and p99 <= target else "not met"
+        lines.append(
+            f"At half the raw loop's rate ({figure(h.get('rooms'))} rooms), the worker's turn→sent delay p99: "
+            f"{figure(p99)} ms, target ≤ {target} ms: {verdict}."
+        )
+    scenarios = dig(r, "matrix", "scenarios") or []
+    for rooms in (5000, 25_000):
+        ratios = [
+            s["ack_over_raw"]
+            for s in scenarios
+            if "error" not in s and s["rooms"] == rooms and s.get("ack_over_raw") is not None
+        ]
+        if ratios:
+            verdict = "met" if min(ratios) >= 0.5 else "not met"
+            shown = ", ".join(figure(v, 2) for v in ratios)
+            lines.append(f"Ack mode against the raw loop at {rooms:,} rooms: {shown}, target ≥ 0.5: {verdict}.")
+    return lines
