@@ -37,7 +37,7 @@ async def _client(name: str, url: str, headers: dict[str, str], pool: int, stack
     if name == "aiohttp":
         import aiohttp
 
-        from inturn.platforms.slots import Slots
+        from benchmarks.slots import Slots
 
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=pool))
         stack.push_async_callback(session.close)

@@ -364,6 +364,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--raw-requests", type=int, default=QUICK.raw_requests)
     parser.add_argument("--warmup", type=float, default=QUICK.warmup_s)
     parser.add_argument("--window", type=float, default=QUICK.window_s)
+    parser.add_argument("--save", action="store_true", help="also write var/bench/matrix.json (for write_docs)")
     args = parser.parse_args(argv)
     plan = dataclasses.replace(
         QUICK,
@@ -373,7 +374,12 @@ def main(argv: list[str] | None = None) -> None:
         warmup_s=args.warmup,
         window_s=args.window,
     )
-    print(json.dumps(run(quick=True, plan=plan, ack_rates=tuple(args.ack_rates)), indent=2))
+    result = run(quick=True, plan=plan, ack_rates=tuple(args.ack_rates))
+    result["command"] = "python -m benchmarks.bench_matrix " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.save:
+        Path("var/bench").mkdir(parents=True, exist_ok=True)
+        Path("var/bench/matrix.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -182,6 +182,7 @@ def _matrix_sections(
     out = [
         "## The scenario matrix",
         "",
+        *([f"- Command (a chosen part of the matrix): `{matrix['command']}`"] if matrix.get("command") else []),
         f"- Rooms: {', '.join(figure(n) for n in sorted({s['rooms'] for s in scenarios})) or '—'}; ack rates {rates}; "
         f"{figure(setup.get('payload_bytes'))}-byte messages; {setup.get('partitions')} partitions on every topic; "
         f"{setup.get('workers', 1)} worker.",
