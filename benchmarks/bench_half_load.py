@@ -23,13 +23,13 @@ from typing import Any
 from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
 from benchmarks.bench_matrix import (
-    ACK_TIMEOUT_MS,
     PARTITIONS,
     PAYLOAD_BYTES,
     message_value,
     raw_loop,
     read_events,
     sim_env_for,
+    worker_env_for,
 )
 from inturn.devstack import LocalKafka, LocalPostgres
 from inturn.devstack.pipeline import Pipeline
@@ -74,12 +74,7 @@ def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, 
     raw = raw_loop(kafka, f"{name}-raw", rooms, max(5000, 2 * rooms), sim_env)
     rate = raw["msgs_per_s"] * SHARE
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
-    worker_env = {
-        "INTURN_WORKER_MODE": "ack",
-        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
-        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
-        "INTURN_LOG_LEVEL": "WARNING",
-    }
+    worker_env = worker_env_for("ack")
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
     try:

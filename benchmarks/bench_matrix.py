@@ -172,6 +172,16 @@ def _scenario(
     }
 
 
+def worker_env_for(mode: str) -> dict[str, str]:
+    """The worker's settings in every scenario of ``mode``: the matrix's ack timeout, a revoke grace to match."""
+    return {
+        "INTURN_WORKER_MODE": mode,
+        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
+        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
+        "INTURN_LOG_LEVEL": "WARNING",
+    }
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
@@ -262,12 +272,9 @@ def _measure(
     high_watermark: int,
 ) -> dict[str, Any]:
     worker_env = {
-        "INTURN_WORKER_MODE": mode,
-        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
-        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
+        **worker_env_for(mode),
         "INTURN_WORKER_HIGH_WATERMARK": str(high_watermark),
         "INTURN_WORKER_LOW_WATERMARK": str(high_watermark // 2),
-        "INTURN_LOG_LEVEL": "WARNING",
     }
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"matrix-{name}", sim=sim_env, worker=worker_env)
