@@ -258,7 +258,9 @@ def reading(results: Results) -> list[str]:
     if w and (records := w.get("records_per_message")) is not None:
         target = w.get("target_records_per_message")
         verdict = "met" if target is not None and records <= target else "not met"
-        lines.append(f"Records the worker wrote per delivered message: {records:g}, target {target}: {verdict}.")
+        lines.append(
+            f"Records the worker wrote per delivered message: {records:g}, target {target}: {verdict}" + _earlier(w)
+        )
     if w and (rss := dig(w, "rooms_in_flight", "worker_rss_mb")) is not None:
         target = w.get("target_rss_mb")
         verdict = "met" if target is not None and rss <= target else "not met"
