@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
         warmup_s=args.warmup,
         window_s=args.window,
     )
-    result = run(quick=True, plan=plan, ack_rates=tuple(args.ack_rates))
+    result = run(quick=False, plan=plan, ack_rates=tuple(args.ack_rates))  # the plan is explicit: not --quick
     result["command"] = "python -m benchmarks.bench_matrix " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.save:
         Path("var/bench").mkdir(parents=True, exist_ok=True)
