@@ -55,11 +55,17 @@ class Response:
 
 
 class _Request:
-    __slots__ = ("body", "future", "head", "origin")
+    """A request and its answer's future: references to what the caller holds, nothing rendered yet (thousands
+    wait in line at once)."""
 
-    def __init__(self, origin: Origin, head: bytes, body: bytes, future: asyncio.Future[Response]) -> None:
+    __slots__ = ("body", "future", "headers", "origin", "url")
+
+    def __init__(
+        self, origin: Origin, url: str, headers: dict[str, str], body: bytes, future: asyncio.Future[Response]
+    ) -> None:
         self.origin = origin
-        self.head = head
+        self.url = url
+        self.headers = headers
         self.body = body
         self.future = future
 
@@ -105,8 +111,8 @@ class HttpTransport:
         if self._closed:
             answer.set_exception(ConnectionError("the transport is closed"))
             return answer
-        origin, head = self._target(url, headers, len(body))
-        request = _Request(origin, head, body, answer)
+        origin = self._target(url)[0]
+        request = _Request(origin, url, headers, body, answer)
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -119,7 +125,8 @@ class HttpTransport:
             self._line.append(request)
         return answer
 
-    def _target(self, url: str, headers: dict[str, str], length: int) -> tuple[Origin, bytes]:
+    def _target(self, url: str) -> tuple[Origin, bytes]:
+        """The origin of ``url`` and its request line with the Host header (parsed once per URL)."""
         target = self._targets.get(url)
         if target is None:
             parts = urlsplit(url)
@@ -132,6 +139,11 @@ class HttpTransport:
                 self._targets.clear()
             start = f"POST {path} HTTP/1.1\r\nHost: {host}\r\n".encode()
             target = self._targets[url] = ((parts.scheme, parts.hostname, port), start)
+        return target
+
+    def head(self, request: _Request) -> bytes:
+        """The request's head, rendered when it is written."""
+        headers = request.headers
         # The header lines of a dict are rendered once while the dict lives (adapters share one per platform).
         cached = self._heads.get(id(headers))
         if cached is None or cached[0] is not headers:
@@ -139,7 +151,7 @@ class HttpTransport:
             if len(self._heads) >= _ORIGINS_CACHED:
                 self._heads.clear()
             cached = self._heads[id(headers)] = (headers, lines)
-        return target[0], b"%s%sContent-Length: %d\r\n\r\n" % (target[1], cached[1], length)
+        return b"%s%sContent-Length: %d\r\n\r\n" % (self._target(request.url)[1], cached[1], len(request.body))
 
     def _connect(self, request: _Request) -> None:
         self._open += 1
@@ -263,7 +275,7 @@ class _Connection(asyncio.Protocol):
         self.retry_after = None
         self.complete = False
         self.sent_at_ms = time.time_ns() // 1_000_000
-        self.transport.writelines((request.head, request.body))
+        self.transport.writelines((self.owner.head(request), request.body))
         loop = request.future.get_loop()
         self.timer = loop.call_at(loop.time() + self.owner.timeout_s, self._timed_out)
 
