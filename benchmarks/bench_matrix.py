@@ -128,7 +128,7 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _sim_env(ack_rate: float) -> dict[str, str]:
+def sim_env_for(ack_rate: float) -> dict[str, str]:
     return {
         "INTURN_SIM_LATENCY_MEDIAN_MS": str(LATENCY_MS["median"]),
         "INTURN_SIM_LATENCY_P99_MS": str(LATENCY_MS["p99"]),
@@ -141,8 +141,8 @@ def _sim_env(ack_rate: float) -> dict[str, str]:
 def _scenario(
     kafka: LocalKafka, pg: LocalPostgres, plan: Plan, name: str, rooms: int, ack_rate: float
 ) -> dict[str, Any]:
-    sim_env = _sim_env(ack_rate)
-    raw = _raw(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
+    sim_env = sim_env_for(ack_rate)
+    raw = raw_loop(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
     per_room = max(2, math.ceil(plan.backlog / rooms))
     modes = {mode: fresh_topics(kafka.bootstrap, f"{name}-{mode}", PARTITIONS) for mode in ("ack", "partition")}
     t0 = time.monotonic()
@@ -172,11 +172,21 @@ def _scenario(
     }
 
 
+def worker_env_for(mode: str) -> dict[str, str]:
+    """The worker's settings in every scenario of ``mode``: the matrix's ack timeout, a revoke grace to match."""
+    return {
+        "INTURN_WORKER_MODE": mode,
+        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
+        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
+        "INTURN_LOG_LEVEL": "WARNING",
+    }
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
+def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[str, str]) -> dict[str, Any]:
     """The raw HTTP loop: bare POSTs to the simulator (which calls the webhook back), no ordering."""
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
@@ -205,6 +215,24 @@ def _raw(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: dict[
     }
 
 
+def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, bytes]:
+    """Message ``n`` of room ``r`` of a scenario: its room id, message id and encoded record."""
+    room = f"{prefix}-{r}"
+    message_id = f"{room}#{n}"
+    value = encode(
+        Message(
+            room_id=room,
+            message_id=message_id,
+            platform="whatsapp",
+            account=PHONE_NUMBER_ID,
+            recipient=f"49170{r:07d}",
+            payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+            created_at_ms=now_ms(),
+        )
+    )
+    return room, message_id, value
+
+
 def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
     """The same backlog to every target's messages topic, rooms interleaved; each room's order."""
     producer = make_producer(targets[0])
@@ -213,19 +241,7 @@ def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix:
     count = 0
     for n in range(per_room):
         for r in range(rooms):
-            room = f"{prefix}-{r}"
-            message_id = f"{room}#{n}"
-            value = encode(
-                Message(
-                    room_id=room,
-                    message_id=message_id,
-                    platform="whatsapp",
-                    account=PHONE_NUMBER_ID,
-                    recipient=f"49170{r:07d}",
-                    payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
-                    created_at_ms=now_ms(),
-                )
-            )
+            room, message_id, value = message_value(prefix, r, n, filler)
             for target in targets:
                 while True:
                     try:
@@ -256,12 +272,9 @@ def _measure(
     high_watermark: int,
 ) -> dict[str, Any]:
     worker_env = {
-        "INTURN_WORKER_MODE": mode,
-        "INTURN_WORKER_ACK_TIMEOUT_MS": str(ACK_TIMEOUT_MS),
-        "INTURN_WORKER_REVOKE_GRACE_MS": str(2 * ACK_TIMEOUT_MS),
+        **worker_env_for(mode),
         "INTURN_WORKER_HIGH_WATERMARK": str(high_watermark),
         "INTURN_WORKER_LOW_WATERMARK": str(high_watermark // 2),
-        "INTURN_LOG_LEVEL": "WARNING",
     }
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"matrix-{name}", sim=sim_env, worker=worker_env)
@@ -282,7 +295,7 @@ def _measure(
         rss, peak_rss = worker.rss_mb()
         if not worker.running:
             raise RuntimeError(f"{name}: the worker exited during the window (log: {worker.log_file})")
-        events = _read_events(settings)  # before the receipts: every acked message then has its receipt
+        events = read_events(settings)  # before the receipts: every acked message then has its receipt
         receipts = line.receipts()
     finally:
         line.stop()
@@ -315,7 +328,7 @@ def _sample_rooms(line: Pipeline, until: float, peak: float) -> float:
     return peak
 
 
-def _read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
+def read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
     """Every event on the events topic up to its end right now, decoded."""
     consumer = Consumer(
         {**base_config(settings), "group.id": f"{settings.topic_events}-reader", "enable.auto.commit": False}
@@ -358,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--raw-requests", type=int, default=QUICK.raw_requests)
     parser.add_argument("--warmup", type=float, default=QUICK.warmup_s)
     parser.add_argument("--window", type=float, default=QUICK.window_s)
+    parser.add_argument("--save", action="store_true", help="also write var/bench/matrix.json (for write_docs)")
     args = parser.parse_args(argv)
     plan = dataclasses.replace(
         QUICK,
@@ -367,7 +381,12 @@ def main(argv: list[str] | None = None) -> None:
         warmup_s=args.warmup,
         window_s=args.window,
     )
-    print(json.dumps(run(quick=True, plan=plan, ack_rates=tuple(args.ack_rates)), indent=2))
+    result = run(quick=False, plan=plan, ack_rates=tuple(args.ack_rates))  # the plan is explicit: not --quick
+    result["command"] = "python -m benchmarks.bench_matrix " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.save:
+        Path("var/bench").mkdir(parents=True, exist_ok=True)
+        Path("var/bench/matrix.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
-"""The worker's cost: CPU per delivered message against a bare aiohttp POST of the same body to the same
-simulator, measured in the same run; and the resident memory of one worker holding 25k rooms at once.
+"""The worker's cost: CPU per delivered message against two bare POSTs of the same body to the same simulator, both
+measured in the same run (a bare aiohttp client, and a bare client on the adapters' own transport); the records
+the worker writes per delivered message; and the resident memory of one worker holding 25k rooms at once.
 
-The CPU figures come from three rounds, each a worker run and a floor run between two baseline runs
-(baseline, worker, floor, baseline, worker, floor, baseline, ...): the headline ratio is the worker's CPU
-over all its runs against the baseline's over all of its, and each round's own ratio shows how far one
-run can be trusted. The floor (``benchmarks.floor_worker``) does per message only what the delivery
-contract requires (consume, POST, wait for the ack, two events) with none of inturn's bookkeeping: the
-worker against the floor is inturn's own cost, the floor against the bare POST is the stack's.
+The CPU figures come from rounds, each a worker run followed by one run of each baseline (aiohttp, transport,
+worker, aiohttp, transport, worker, ...): the headline ratios are the worker's CPU over all its runs against
+each baseline's over all of its, and each round's own ratio (against the baseline runs on either side of it)
+shows how far one run can be trusted. The bare POST through the worker's own transport is the lower bound of
+the send itself: the worker against it is everything else the worker does per message (consume, order, wait
+for the ack, record the outcome, commit).
 
-Everything is a separate process (simulator, webhook, worker, floor, bare client) so each one's CPU time
-is its own, read from /proc (the worker) or getrusage (the bare client, the floor).
+Everything is a separate process (simulator, webhook, worker, bare clients) so each one's CPU time is its own,
+read from /proc (the worker) or getrusage (the bare clients).
+
+Records per delivered message are counted from the topics, not from the worker's counters: the records on the
+run's own events and dead-letter topics (nothing but the worker writes there in this run) over the messages it
+finished.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from benchmarks import code_version, fresh_topics
-from inturn.kafka import committed_total
+from inturn.kafka import committed_total, make_consumer
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+
+BASELINES = ("aiohttp", "inturn")  # bare_post clients: today's aiohttp, and the adapters' transport
 
 
 def _scenario(
@@ -62,8 +71,11 @@ def _scenario(
         cpu = worker.cpu_seconds() - cpu0
         rss, peak_rss = worker.rss_mb()
         report = line.report()
+        records = records_on(settings, settings.topic_events) + records_on(settings, settings.topic_dlq)
         return {
             "messages": total,
+            "records_written": records,
+            "records_per_message": round(records / total, 3),
             "rooms": rooms,
             "wall_s": round(wall, 2),
             "msgs_per_s": round(total / wall, 1),
@@ -80,8 +92,24 @@ def _scenario(
         line.stop()
 
 
+def records_on(settings: KafkaSettings, topic: str) -> int:
+    """Records on ``topic`` (the sum of its partitions' end offsets: a benchmark's own topics start empty)."""
+    consumer = make_consumer(settings, f"{topic}-count")
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    finally:
+        consumer.close()
+
+
 def _bare(
-    kafka: LocalKafka, requests: int, concurrency: int, recipients: int, payload_bytes: int, sim_env: dict[str, str]
+    kafka: LocalKafka,
+    requests: int,
+    concurrency: int,
+    recipients: int,
+    payload_bytes: int,
+    sim_env: dict[str, str],
+    client: str,
 ) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, "bare", 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
@@ -101,6 +129,8 @@ def _bare(
                 str(concurrency),
                 str(recipients),
                 str(payload_bytes),
+                "--client",
+                client,
             ],
             check=True,
             capture_output=True,
@@ -109,44 +139,6 @@ def _bare(
         result: dict[str, Any] = json.loads(out)
         return result
     finally:
-        line.stop()
-
-
-def _floor(
-    kafka: LocalKafka, rooms: int, per_room: int, pool: int, payload_bytes: int, sim_env: dict[str, str], name: str
-) -> dict[str, Any]:
-    """The same messages through ``benchmarks.floor_worker``: the stack's own cost, without inturn's bookkeeping."""
-    settings = fresh_topics(kafka.bootstrap, name, 4)
-    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
-    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, group=f"bench-{name}", sim=sim_env)
-    line.start_sim()
-    line.start_webhook()
-    config = {
-        "kafka": settings.model_dump(include=set(KafkaSettings.model_fields)),
-        "total": rooms * per_room,
-        "base_url": line.sim_url,
-        "token": ACCESS_TOKEN,
-        "group": f"bench-{name}",
-        "pool": pool,
-    }
-    floor = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.floor_worker", json.dumps(config)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert floor.stdout is not None
-        if floor.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{name}: the floor process did not start (exit {floor.wait(30)})")
-        line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
-        out, _ = floor.communicate(timeout=600)
-        if floor.returncode != 0:
-            raise RuntimeError(f"{name}: the floor process failed (exit {floor.returncode})")
-        result: dict[str, Any] = json.loads(out.splitlines()[-1])
-        report = line.report()
-        result.update(lost=report.lost, reordered=report.reordered, duplicated=report.duplicated)
-        return result
-    finally:
-        if floor.poll() is None:
-            floor.kill()
         line.stop()
 
 
@@ -164,25 +156,17 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _rounds(
-    scenarios: list[dict[str, Any]], bares: list[dict[str, Any]], floors: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Each worker run (and the floor run of its round) against the two baseline runs on either side of it
-    (bares[i] before, bares[i + 1] after)."""
+def _rounds(scenarios: list[dict[str, Any]], bares: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each worker run against each baseline's two runs on either side of it (run i before, run i + 1 after)."""
     rounds = []
     for i, run in enumerate(scenarios):
-        beside = _pooled(bares[i : i + 2])["cpu_us_per_request"]
-        floor = floors[i]["cpu_us_per_message"]
-        rounds.append(
-            {
-                "worker_cpu_us_per_message": run["worker_cpu_us_per_message"],
-                "bare_cpu_us_per_request": round(beside, 1),
-                "ratio": round(run["worker_cpu_us_per_message"] / beside, 3),
-                "floor_cpu_us_per_message": round(floor, 1),
-                "floor_ratio": round(floor / beside, 3),
-                "worker_vs_floor": round(run["worker_cpu_us_per_message"] / floor, 3),
-            }
-        )
+        worker = run["worker_cpu_us_per_message"]
+        row: dict[str, Any] = {"worker_cpu_us_per_message": worker}
+        for client, runs in bares.items():
+            beside = _pooled(runs[i : i + 2])["cpu_us_per_request"]
+            row[f"bare_{client}_cpu_us_per_request"] = round(beside, 1)
+            row[f"ratio_vs_{client}"] = round(worker / beside, 3)
+        rounds.append(row)
     return rounds
 
 
@@ -198,6 +182,8 @@ def _worker_total(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         "msgs_per_s": round(messages / wall_s, 1),
         "worker_cpu_s": round(cpu_s, 3),
         "worker_cpu_us_per_message": round(cpu_s / messages * 1e6, 1),
+        "records_written": sum(s["records_written"] for s in scenarios),
+        "records_per_message": round(sum(s["records_written"] for s in scenarios) / messages, 3),
         "worker_rss_mb": max(s["worker_rss_mb"] for s in scenarios),
         "worker_peak_rss_mb": max(s["worker_peak_rss_mb"] for s in scenarios),
         "peak_active_rooms": max(s["peak_active_rooms"] for s in scenarios),
@@ -205,22 +191,6 @@ def _worker_total(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         "reordered": sum(s["reordered"] for s in scenarios),
         "duplicated": sum(s["duplicated"] for s in scenarios),
         "runs": scenarios,
-    }
-
-
-def _floor_total(floors: list[dict[str, Any]]) -> dict[str, Any]:
-    """Floor runs as one: CPU per message over all of them, and each run's own figure in order."""
-    messages = sum(f["messages"] for f in floors)
-    cpu_s = sum(f["cpu_s"] for f in floors)
-    return {
-        "messages": messages,
-        "cpu_s": round(cpu_s, 3),
-        "cpu_us_per_message": cpu_s / messages * 1e6,
-        "cpu_us_per_message_runs": [f["cpu_us_per_message"] for f in floors],
-        "timed_out": sum(f["timed_out"] for f in floors),
-        "lost": sum(f["lost"] for f in floors),
-        "reordered": sum(f["reordered"] for f in floors),
-        "duplicated": sum(f["duplicated"] for f in floors),
     }
 
 
@@ -280,7 +250,7 @@ def _rooms_in_flight(
 
 
 def run(quick: bool) -> dict[str, Any]:
-    """CPU per message (worker vs bare POST, same run) and RSS with 25k rooms in flight."""
+    """CPU per message (worker vs each bare POST, same run), records per message, RSS with 25k rooms in flight."""
     rooms, per_room = (500, 10) if quick else (2000, 10)
     sim_env = {
         "INTURN_SIM_LATENCY_MEDIAN_MS": "20",
@@ -291,28 +261,38 @@ def run(quick: bool) -> dict[str, Any]:
     worker_env = {"INTURN_WORKER_ACK_TIMEOUT_MS": "5000", "INTURN_LOG_LEVEL": "WARNING"}
     rounds = 1 if quick else 3
     code = code_version()
+    concurrency = min(rooms, 200)
+
+    def bare(client: str) -> dict[str, Any]:
+        return _bare(kafka, rooms * per_room, concurrency, rooms, 1024, sim_env, client)
+
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
-        # On a shared or virtual machine one measurement of the baseline moves by a quarter between runs, and the
-        # ratio is only as steady as its denominator: the worker runs several times, each between two baseline runs.
-        bares = [_bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env)]
-        scenarios, floors = [], []
+        # On a shared or virtual machine one measurement of a baseline moves by a quarter between runs, and a ratio
+        # is only as steady as its denominator: the worker runs several times, each between two runs of each.
+        bares = {client: [bare(client)] for client in BASELINES}
+        scenarios = []
         for i in range(1, rounds + 1):
             scenarios.append(_scenario(kafka, pg, f"cpu{i}", rooms, per_room, sim_env, worker_env, 1024, within=600))
-            floors.append(_floor(kafka, rooms, per_room, min(rooms, 200), 1024, sim_env, f"floor{i}"))
-            bares.append(_bare(kafka, rooms * per_room, min(rooms, 200), rooms, 1024, sim_env))
+            for client in BASELINES:
+                bares[client].append(bare(client))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
-    bare = _pooled(bares)
+    aiohttp, transport = _pooled(bares["aiohttp"]), _pooled(bares["inturn"])
     cpu = _worker_total(scenarios)
-    floor = _floor_total(floors)
+    worker_us = cpu["worker_cpu_us_per_message"]
     return {
-        "bare_post": bare,
+        "bare_post": aiohttp,
+        "bare_post_transport": transport,
         "worker": cpu,
-        "floor": floor,
-        "cpu_ratio_worker_vs_bare_post": round(cpu["worker_cpu_us_per_message"] / bare["cpu_us_per_request"], 3),
-        "cpu_ratio_floor_vs_bare_post": round(floor["cpu_us_per_message"] / bare["cpu_us_per_request"], 3),
-        "cpu_ratio_worker_vs_floor": round(cpu["worker_cpu_us_per_message"] / floor["cpu_us_per_message"], 3),
-        "rounds": _rounds(scenarios, bares, floors),
-        "target_ratio": 1.3,
+        "cpu_ratio_worker_vs_bare_post": round(worker_us / aiohttp["cpu_us_per_request"], 3),
+        "cpu_ratio_worker_vs_bare_post_transport": round(worker_us / transport["cpu_us_per_request"], 3),
+        "cpu_ratio_bare_transport_vs_bare_aiohttp": round(
+            transport["cpu_us_per_request"] / aiohttp["cpu_us_per_request"], 3
+        ),
+        "rounds": _rounds(scenarios, bares),
+        "target_ratio": 0.7,
+        "target_ratio_transport": 1.3,
+        "records_per_message": cpu["records_per_message"],
+        "target_records_per_message": 1,
         "rooms_in_flight": memory,
         "target_rss_mb": 300,
         "code": code,

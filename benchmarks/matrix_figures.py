@@ -56,11 +56,7 @@ def latencies(
 ) -> dict[str, Any]:
     """Added latency of the messages sent in [start_ms, end_ms), in milliseconds.
 
-    - ``consumed_to_sent``: sent_at_ms - consumed_at_ms of each ``dispatched`` event. Under a standing
-      backlog this is mostly the wait behind the room's earlier messages.
-    - ``turn_to_sent``: sent_at_ms minus the moment the message's turn came: the later of its consumption
-      and the terminal event of the room's previous message (with ``partition_turns``, also of the
-      partition's latest terminal event before the send: 'partition' mode has one in flight per partition).
+    - ``consumed_to_sent`` and ``turn_to_sent``: see ``turn_delays``.
     - ``ack_at_webhook_minus_injected``: (acked_at_ms - sent_at_ms) - (delivered_at_ms - accepted_at_ms):
       the ack's round trip as the webhook received it, minus the latency the simulator injected.
     - ``ack_at_worker_minus_injected``: the same with the ``acked`` event's ts_ms (when the worker had the
@@ -70,35 +66,7 @@ def latencies(
       simulator's callback and the webhook) and ``webhook_to_worker`` (ts_ms - acked_at_ms: Kafka and the
       worker's ack reader).
     """
-    room_terminals: dict[str, list[tuple[int, int]]] = {}  # room -> sorted (offset, ts_ms)
-    partition_terminals: dict[int, list[int]] = {}  # partition -> sorted ts_ms
-    for e in events:
-        if e["type"] in TERMINAL:
-            room_terminals.setdefault(e["room_id"], []).append((e["offset"], e["ts_ms"]))
-            partition_terminals.setdefault(e["partition"], []).append(e["ts_ms"])
-    for terminals in room_terminals.values():
-        terminals.sort()
-    for stamps in partition_terminals.values():
-        stamps.sort()
-
-    consumed_to_sent: list[float] = []
-    turn_to_sent: list[float] = []
-    for e in events:
-        if e["type"] != "dispatched" or not start_ms <= e["sent_at_ms"] < end_ms:
-            continue
-        sent, consumed = e["sent_at_ms"], e["consumed_at_ms"]
-        consumed_to_sent.append(sent - consumed)
-        turn = consumed
-        earlier = room_terminals.get(e["room_id"], [])
-        i = bisect.bisect_left(earlier, (e["offset"], -1))
-        if i > 0:
-            turn = max(turn, earlier[i - 1][1])
-        if partition_turns:
-            stamps = partition_terminals.get(e["partition"], [])
-            j = bisect.bisect_right(stamps, sent)
-            if j > 0:
-                turn = max(turn, stamps[j - 1])
-        turn_to_sent.append(sent - turn)
+    consumed_to_sent, turn_to_sent = turn_delays(events, start_ms, end_ms, partition_turns=partition_turns)
 
     receipt_times: dict[tuple[str, str], tuple[int, int]] = {}  # (room, message) -> (accepted_at_ms, delivered_at_ms)
     for r in receipts:
@@ -134,6 +102,81 @@ def latencies(
         "webhook_to_worker_ms": spread(webhook_to_worker),
         "ack_timeouts": timeouts,
     }
+
+
+def message_records(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One record per message with a send or a terminal event: room, partition, offset, sent_at_ms and
+    consumed_at_ms (None when never sent), and the ts_ms of its terminal event (None while it has none).
+
+    Both shapes of the worker's events are read: a ``dispatched`` event when the send was accepted followed by a
+    terminal event, or one terminal event per message carrying ``sent_at_ms`` and ``consumed_at_ms`` itself. A
+    field missing from one event of a message is taken from the other."""
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind != "dispatched" and kind not in TERMINAL:
+            continue
+        m = merged.setdefault(
+            (e["room_id"], e["offset"]),
+            {
+                "room_id": e["room_id"],
+                "partition": e.get("partition"),
+                "offset": e["offset"],
+                "sent_at_ms": None,
+                "consumed_at_ms": None,
+                "terminal_ms": None,
+            },
+        )
+        for field in ("sent_at_ms", "consumed_at_ms"):
+            if e.get(field) is not None:
+                m[field] = e[field]
+        if kind in TERMINAL:
+            m["terminal_ms"] = e["ts_ms"]
+    return list(merged.values())
+
+
+def turn_delays(
+    events: Iterable[Mapping[str, Any]], start_ms: int, end_ms: int, *, partition_turns: bool = False
+) -> tuple[list[float], list[float]]:
+    """For the messages sent in [start_ms, end_ms), in milliseconds:
+
+    - consumed to sent: sent_at_ms - consumed_at_ms. Under a standing backlog this is mostly the wait behind
+      the room's earlier messages.
+    - turn to sent: sent_at_ms minus the moment the message's turn came, the later of its consumed_at_ms and
+      the terminal event's ts_ms of the room's previous message (the one of the next lower offset; with
+      ``partition_turns``, also the partition's latest terminal event before the send: 'partition' mode has
+      one in flight per partition). The worker's own delay, from its own events.
+    """
+    messages = message_records(events)
+    room_terminals: dict[str, list[tuple[int, int]]] = {}  # room -> sorted (offset, terminal ts_ms)
+    partition_terminals: dict[int, list[int]] = {}  # partition -> sorted terminal ts_ms
+    for m in messages:
+        if m["terminal_ms"] is not None:
+            room_terminals.setdefault(m["room_id"], []).append((m["offset"], m["terminal_ms"]))
+            partition_terminals.setdefault(m["partition"], []).append(m["terminal_ms"])
+    for terminals in room_terminals.values():
+        terminals.sort()
+    for stamps in partition_terminals.values():
+        stamps.sort()
+    consumed_to_sent: list[float] = []
+    turn_to_sent: list[float] = []
+    for m in messages:
+        sent = m["sent_at_ms"]
+        if sent is None or not start_ms <= sent < end_ms or m["consumed_at_ms"] is None:
+            continue
+        consumed_to_sent.append(sent - m["consumed_at_ms"])
+        turn = m["consumed_at_ms"]
+        earlier = room_terminals.get(m["room_id"], [])
+        i = bisect.bisect_left(earlier, (m["offset"], -1))
+        if i > 0:
+            turn = max(turn, earlier[i - 1][1])
+        if partition_turns:
+            stamps = partition_terminals.get(m["partition"], [])
+            j = bisect.bisect_right(stamps, sent)
+            if j > 0:
+                turn = max(turn, stamps[j - 1])
+        turn_to_sent.append(sent - turn)
+    return consumed_to_sent, turn_to_sent
 
 
 def verdict(

@@ -27,6 +27,7 @@ from benchmarks.docs_figures import (
     reading,
     table,
 )
+from benchmarks.worker_figures import half_load_section, transport_section, worker_reading
 from inturn_reports.charts import bar_chart
 
 BENCH_DIR = Path("var/bench")
@@ -156,8 +157,12 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         out += _matrix_sections(matrix, scenarios, ok, setup, lat, plots_rel)
     else:
         out += ["The scenario matrix is not in these results.", ""]
+    if half_load := dig(results, "results", "half_load"):
+        out += half_load_section(half_load)
+    if transport := dig(results, "results", "transport"):
+        out += transport_section(transport)
     out += components(results)
-    out += ["## Reading", "", *(f"- {line}" for line in reading(results)), ""]
+    out += ["## Reading", "", *(f"- {line}" for line in reading(results) + worker_reading(results)), ""]
     return "\n".join(out)
 
 
@@ -177,6 +182,7 @@ def _matrix_sections(
     out = [
         "## The scenario matrix",
         "",
+        *([f"- Command (a chosen part of the matrix): `{matrix['command']}`"] if matrix.get("command") else []),
         f"- Rooms: {', '.join(figure(n) for n in sorted({s['rooms'] for s in scenarios})) or '—'}; ack rates {rates}; "
         f"{figure(setup.get('payload_bytes'))}-byte messages; {setup.get('partitions')} partitions on every topic; "
         f"{setup.get('workers', 1)} worker.",

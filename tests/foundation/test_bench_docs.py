@@ -206,22 +206,34 @@ def test_the_worker_row_shows_every_run_and_every_rounds_ratio_when_it_ran_in_ro
     )
 
 
-def test_the_floor_gets_its_own_row_and_the_reading_splits_the_worker_cost_between_stack_and_inturn() -> None:
+def test_the_worker_is_set_against_both_bare_posts_and_its_records_per_message_are_judged() -> None:
     worker = {
-        "bare_post": {"cpu_us_per_request": 120.25, "cpu_us_per_request_runs": [110.0, 131.5, 118.0, 121.5]},
+        "bare_post": {"cpu_us_per_request": 120.25},
+        "bare_post_transport": {"cpu_us_per_request": 30.5, "cpu_us_per_request_runs": [28.0, 33.0]},
         "worker": {"worker_cpu_us_per_message": 230.0},
-        "floor": {"cpu_us_per_message": 201.5, "cpu_us_per_message_runs": [190.0, 213.0]},
         "cpu_ratio_worker_vs_bare_post": 1.913,
-        "cpu_ratio_floor_vs_bare_post": 1.676,
-        "cpu_ratio_worker_vs_floor": 1.141,
-        "rounds": [{"ratio": 1.8417, "floor_ratio": 1.6}, {"ratio": 2.0, "floor_ratio": 1.75}],
-        "target_ratio": 1.3,
+        "cpu_ratio_worker_vs_bare_post_transport": 7.541,
+        "rounds": [
+            {"ratio_vs_aiohttp": 1.8417, "ratio_vs_inturn": 7.0},
+            {"ratio_vs_aiohttp": 2.0, "ratio_vs_inturn": 8.1},
+        ],
+        "target_ratio": 0.7,
+        "target_ratio_transport": 1.3,
+        "records_per_message": 2.0,
+        "target_records_per_message": 1,
     }
     results = {"results": {"worker": worker}}
-    row = next(line for line in docs_figures.components(results) if line.startswith("| floor"))
-    assert "| 201.5 µs/msg (runs 190, 213) | 120.2 µs/request | 1.68 (rounds 1.60, 1.75) | — |" in row
-    reading = " ".join(docs_figures.reading(results))
-    assert "cost 1.676x the bare POST, and the worker 1.141x the floor" in reading
+    rows = docs_figures.components(results)
+    own = next(line for line in rows if "through its own transport" in line)
+    assert "| 230 µs/msg | 30.5 µs/request (runs 28, 33) | 7.54 (rounds 7, 8.10) | ≤ 1.3 |" in own
+    aiohttp = next(line for line in rows if "vs bare aiohttp POST" in line)
+    assert "| 1.91 (rounds 1.84, 2) | ≤ 0.7 |" in aiohttp
+    records = next(line for line in rows if line.startswith("| records the worker wrote"))
+    assert "| 2 | — | — | 1 |" in records
+    reading = docs_figures.reading(results)
+    assert "Worker CPU per message against a bare aiohttp POST: 1.913x, target ≤ 0.7: not met." in reading
+    assert "Worker CPU per message against a bare POST through its transport: 7.541x, target ≤ 1.3: not met." in reading
+    assert "Records the worker wrote per delivered message: 2, target 1: not met." in reading
 
 
 def test_a_component_measured_in_this_run_names_the_commit_it_measured() -> None:

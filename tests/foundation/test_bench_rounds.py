@@ -1,23 +1,25 @@
-"""The worker benchmark's rounds: each worker run is set against the baseline runs on either side of it."""
+"""The worker benchmark's rounds: each worker run is set against each baseline's runs on either side of it; the
+records the worker wrote add up over its runs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.bench_worker import _floor_total, _pooled, _rounds, _worker_total
+from benchmarks.bench_worker import _pooled, _rounds, _worker_total
 
 
 def _bare(cpu_s: float) -> dict[str, Any]:
     return {"requests": 100, "failures": 0, "cpu_s": cpu_s, "wall_s": 1.0, "cpu_us_per_request": cpu_s / 100 * 1e6}
 
 
-def _worker(cpu_s: float, lost: int = 0) -> dict[str, Any]:
+def _worker(cpu_s: float, lost: int = 0, records: int = 2000) -> dict[str, Any]:
     return {
         "messages": 1000,
         "rooms": 100,
         "wall_s": 2.0,
         "worker_cpu_s": cpu_s,
         "worker_cpu_us_per_message": cpu_s / 1000 * 1e6,
+        "records_written": records,
         "worker_rss_mb": 80.0,
         "worker_peak_rss_mb": 90.0,
         "peak_active_rooms": 100.0,
@@ -27,38 +29,25 @@ def _worker(cpu_s: float, lost: int = 0) -> dict[str, Any]:
     }
 
 
-# Baseline runs of 100, 140 and 120 µs per request; worker runs of 240 and 273 µs per message between them.
-BARES = [_bare(0.010), _bare(0.014), _bare(0.012)]
-WORKERS = [_worker(0.240), _worker(0.273, lost=1)]
+# aiohttp baseline runs of 100, 140 and 120 µs per request, transport runs of 20, 30, 25; worker runs of 240 and
+# 273 µs per message between them, which wrote 2 and then 1 records per message.
+BARES = {"aiohttp": [_bare(0.010), _bare(0.014), _bare(0.012)], "inturn": [_bare(0.002), _bare(0.003), _bare(0.0025)]}
+WORKERS = [_worker(0.240), _worker(0.273, lost=1, records=1000)]
 
 
-def _floor(cpu_s: float, lost: int = 0) -> dict[str, Any]:
-    return {
-        "messages": 1000,
-        "timed_out": 0,
-        "cpu_s": cpu_s,
-        "wall_s": 2.0,
-        "cpu_us_per_message": cpu_s / 1000 * 1e6,
-        "lost": lost,
-        "reordered": 0,
-        "duplicated": 0,
-    }
-
-
-# Floor runs of 180 and 195 µs per message, one in each round beside the worker run.
-FLOORS = [_floor(0.180), _floor(0.195, lost=2)]
-
-
-def test_each_round_sets_its_worker_run_against_the_baseline_runs_before_and_after_it() -> None:
-    first, second = _rounds(WORKERS, BARES, FLOORS)
-    assert first["bare_cpu_us_per_request"] == 120.0  # (100 + 140) / 2
-    assert first["ratio"] == 2.0  # 240 / 120
-    assert second["bare_cpu_us_per_request"] == 130.0  # (140 + 120) / 2
-    assert second["ratio"] == 2.1  # 273 / 130
+def test_each_round_sets_its_worker_run_against_each_baselines_runs_before_and_after_it() -> None:
+    first, second = _rounds(WORKERS, BARES)
+    assert first["bare_aiohttp_cpu_us_per_request"] == 120.0  # (100 + 140) / 2
+    assert first["ratio_vs_aiohttp"] == 2.0  # 240 / 120
+    assert first["bare_inturn_cpu_us_per_request"] == 25.0  # (20 + 30) / 2
+    assert first["ratio_vs_inturn"] == 9.6  # 240 / 25
+    assert second["bare_aiohttp_cpu_us_per_request"] == 130.0  # (140 + 120) / 2
+    assert second["ratio_vs_aiohttp"] == 2.1  # 273 / 130
+    assert second["ratio_vs_inturn"] == 9.927  # 273 / 27.5
 
 
 def test_runs_are_pooled_by_cpu_time_over_all_of_them() -> None:
-    bare = _pooled(BARES)
+    bare = _pooled(BARES["aiohttp"])
     assert round(bare["cpu_us_per_request"], 6) == 120.0  # 0.036 s over 300 requests
     assert [round(r, 6) for r in bare["cpu_us_per_request_runs"]] == [100.0, 140.0, 120.0]
     worker = _worker_total(WORKERS)
@@ -68,16 +57,7 @@ def test_runs_are_pooled_by_cpu_time_over_all_of_them() -> None:
     assert len(worker["runs"]) == 2
 
 
-def test_each_rounds_floor_run_is_set_against_the_same_baseline_runs_and_against_its_worker_run() -> None:
-    first, second = _rounds(WORKERS, BARES, FLOORS)
-    assert first["floor_ratio"] == 1.5  # 180 / 120
-    assert first["worker_vs_floor"] == 1.333  # 240 / 180
-    assert second["floor_ratio"] == 1.5  # 195 / 130
-    assert second["worker_vs_floor"] == 1.4  # 273 / 195
-
-
-def test_floor_runs_are_pooled_by_cpu_time_and_their_losses_add_up() -> None:
-    floor = _floor_total(FLOORS)
-    assert round(floor["cpu_us_per_message"], 6) == 187.5  # 0.375 s over 2000 messages
-    assert [round(r, 6) for r in floor["cpu_us_per_message_runs"]] == [180.0, 195.0]
-    assert floor["lost"] == 2
+def test_records_per_message_are_over_every_run() -> None:
+    worker = _worker_total(WORKERS)
+    assert worker["records_written"] == 3000
+    assert worker["records_per_message"] == 1.5  # 3000 records for 2000 messages

@@ -1,7 +1,7 @@
 """Platform adapters: how a message becomes an HTTP send on one messaging platform.
 
 Adding a platform is one file here with a class implementing ``PlatformAdapter`` and one line in
-``ADAPTERS``. Each adapter owns its own aiohttp session and connection pool (a bulkhead: one
+``ADAPTERS``. Each adapter owns its own connection pool (``transport.HttpTransport``, a bulkhead: one
 platform's slowness cannot take another's connections).
 """
 

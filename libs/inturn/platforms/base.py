@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-import aiohttp
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.platforms.slots import Slots
-from inturn.schemas import Message, now_ms
+from inturn.platforms.transport import HttpTransport, Response
+from inturn.schemas import Message
 from inturn.settings.worker import PlatformSettings
 
 
@@ -47,23 +45,12 @@ class PlatformAdapter(ABC):
 
     def __init__(self, settings: PlatformSettings, pool_size: int, send_timeout_s: float) -> None:
         self.settings = settings
-        self._pool_size = pool_size
-        # The timeout bounds the request on the wire (connecting, then waiting for the answer), not the wait for
-        # a free pooled connection: counting that wait would time out requests the platform had just accepted
-        # whenever many rooms queue for the pool at once, and their retries would reach the user twice.
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=None, sock_connect=send_timeout_s, sock_read=send_timeout_s
-        )
-        self._session: aiohttp.ClientSession | None = None
-        # Sends beyond the pool wait here, holding nothing but their place in line: a send queued inside
-        # aiohttp would already hold a whole request (a few KB), times every room waiting at once.
-        self._slots = Slots(pool_size)
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._pool_size, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        return self._session
+        # The pool is this platform's alone (a bulkhead). Sends beyond it wait in the transport's line, first come
+        # first served, holding nothing but their place. The timeout bounds the request on the wire (connecting,
+        # then writing and waiting for the answer), not the wait for a pooled connection: counting that wait would
+        # time out requests the platform had just accepted whenever many rooms queue for the pool at once, and
+        # their retries would reach the user twice.
+        self.transport = HttpTransport(pool_size, send_timeout_s)
 
     @abstractmethod
     def prepare(self, message: Message) -> PreparedSend:
@@ -74,24 +61,32 @@ class PlatformAdapter(ABC):
         """The platform message id from a 2xx response body."""
 
     async def send(self, prepared: PreparedSend) -> SendResult:
-        """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure."""
+        """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure.
+
+        ``sent_at_ms`` of the result is when the request was written, after any wait for a pooled connection.
+        A coroutine over ``HttpTransport.request``, which returns a future: a caller that wants no Task per send
+        can attach a callback to that future and map its outcome with ``result_of``."""
         try:
-            async with self._slots:
-                sent_at_ms = now_ms()
-                async with self._client().post(prepared.url, data=prepared.body, headers=prepared.headers) as resp:
-                    body = await resp.read()
-                    status = resp.status
-                    retry_after = resp.headers.get("Retry-After")
+            response = await self.transport.request(prepared.url, prepared.headers, prepared.body)
         except TimeoutError as exc:
-            raise TransientPlatformError("send timed out", status=None) from exc
-        except (aiohttp.ClientError, OSError) as exc:
+            raise TransientPlatformError(f"send timed out: {exc}", status=None) from exc
+        except ConnectionError as exc:
+            raise TransientPlatformError(f"connection error: {exc}") from exc
+        except OSError as exc:  # refused, unreachable, TLS verification failed
             raise TransientPlatformError(f"connection error: {exc.__class__.__name__}: {exc}") from exc
+        except ValueError as exc:  # not an http(s) URL: configuration no retry mends
+            raise PermanentPlatformError(str(exc)) from exc
+        return self.result_of(response)
+
+    def result_of(self, response: Response) -> SendResult:
+        """The outcome of a complete answer: the accepted message, or the error ``send`` raises for it."""
+        status, body = response.status, response.body
         if 200 <= status < 300:
             try:
-                return SendResult(self.parse_accepted(body).platform_message_id, sent_at_ms)
+                return SendResult(self.parse_accepted(body).platform_message_id, response.sent_at_ms)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise PermanentPlatformError(f"unexpected 2xx body: {body[:200]!r}", status=status) from exc
-        raise self.classify_error(status, body, retry_after)
+        raise self.classify_error(status, body, response.retry_after)
 
     def classify_error(
         self, status: int, body: bytes, retry_after: str | None
@@ -103,12 +98,8 @@ class PlatformAdapter(ABC):
         return PermanentPlatformError(f"HTTP {status}: {snippet}", status=status)
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            # Let aiohttp's connector finish closing transports (its documented graceful-close wait).
-            await asyncio.sleep(0)
-            self._session = None
+        """Close the connection pool; a send still on the wire fails with ``TransientPlatformError``."""
+        await self.transport.close()
 
 
 def _seconds(value: str | None) -> float | None:

@@ -1,4 +1,4 @@
-"""The gate in front of a platform's connection pool: capacity, first-come first-served, cancellation."""
+"""The gate in front of the aiohttp baseline's connection pool: capacity, first-come first-served, cancellation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inturn.platforms.slots import Slots
+from benchmarks.slots import Slots
 
 
 async def _settle() -> None:

@@ -1,4 +1,6 @@
-"""A first-come, first-served gate in front of a platform's connection pool.
+"""A first-come, first-served gate in front of an HTTP client's connection pool: what the platform adapters put
+in front of aiohttp's client until their own transport (whose line does this job) replaced it, kept for the
+aiohttp baseline of ``benchmarks/bare_post.py`` so that it measures aiohttp as the worker used it.
 
 ``asyncio.Semaphore`` finds the next waiter to wake by scanning its queue from the front past every
 waiter already woken but not yet run, and each woken waiter removes itself from the middle of that

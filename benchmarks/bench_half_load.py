@@ -1,0 +1,123 @@
+"""The worker at half load: its own delay from a message's turn to its send, when messages arrive at half the rate
+the box sustains.
+
+1. The rate the box sustains: the raw HTTP loop of the scenario matrix (``bench_matrix.raw_loop``: bare POSTs to
+   the same simulator, which calls the same webhook back; no Kafka and no ordering on the send side), with the
+   matrix's platform latency and every ack delivered.
+2. A worker in ack mode on fresh topics, and a producer writing messages at half that rate, rooms in turn, for a
+   warm-up and a window; then the producer stops and the worker finishes what it consumed.
+3. From the worker's own events (never its counters), for every message sent in the window: its turn came at the
+   later of its ``consumed_at_ms`` and the ``ts_ms`` of the terminal event of the room's previous message, and
+   ended at its ``sent_at_ms`` (``matrix_figures.turn_delays``, reading both the old two-event and the new
+   one-event shape). The receipt log gives the delivered rate and the checker's verdict.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import code_version, fresh_topics
+from benchmarks import matrix_figures as figures
+from benchmarks.bench_matrix import (
+    PARTITIONS,
+    PAYLOAD_BYTES,
+    message_value,
+    raw_loop,
+    read_events,
+    sim_env_for,
+    worker_env_for,
+)
+from inturn.kafka import committed_total, make_producer
+from inturn.schemas import now_ms
+from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka, LocalPostgres
+from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.receipts import check
+
+TARGET_P99_MS = 50
+SHARE = 0.5  # of the raw loop's rate
+
+
+def produce_paced(
+    settings: KafkaSettings, rooms: int, rate: float, seconds: float, prefix: str
+) -> dict[str, list[str]]:
+    """Messages to the messages topic at ``rate`` per second for ``seconds``, rooms in turn; each room's order."""
+    producer = make_producer(settings)
+    filler = "x" * PAYLOAD_BYTES
+    produced: dict[str, list[str]] = {}
+    n = 0
+    t0 = time.monotonic()
+    try:
+        while (elapsed := time.monotonic() - t0) < seconds:
+            while n < int(elapsed * rate):
+                room, message_id, value = message_value(prefix, n % rooms, n // rooms, filler)
+                producer.produce(settings.topic_messages, key=room, value=value)
+                produced.setdefault(room, []).append(message_id)
+                n += 1
+            producer.poll(0)
+            time.sleep(0.005)
+        if producer.flush(60) != 0:
+            raise RuntimeError("could not produce every message")
+    finally:
+        producer.close()
+    return produced
+
+
+def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, window_s: float) -> dict[str, Any]:
+    """One half-load run of ``rooms`` rooms."""
+    name = f"half-r{rooms}"
+    sim_env = sim_env_for(1.0)
+    raw = raw_loop(kafka, f"{name}-raw", rooms, max(5000, 2 * rooms), sim_env)
+    rate = raw["msgs_per_s"] * SHARE
+    settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
+    worker_env = worker_env_for("ack")
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
+    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
+    try:
+        line.start_sim()
+        line.start_webhook()
+        worker = line.add_worker("w1")
+        line.wait_balanced()
+        start_ms = now_ms() + int(warmup_s * 1000)
+        cpu0 = worker.cpu_seconds()
+        produced = produce_paced(settings, rooms, rate, warmup_s + window_s, name)
+        end_ms = now_ms()
+        cpu = worker.cpu_seconds() - cpu0
+        total = sum(len(ids) for ids in produced.values())
+        deadline = time.monotonic() + 120
+        while committed_total(settings, line.group) < total and time.monotonic() < deadline:
+            time.sleep(0.5)
+        events = read_events(settings)
+        receipts = line.receipts()
+    finally:
+        line.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+    consumed_to_sent, turn_to_sent = figures.turn_delays(events, start_ms, end_ms)
+    delivered = figures.accepted_in(receipts, start_ms, end_ms)
+    window = (end_ms - start_ms) / 1000
+    return {
+        "rooms": rooms,
+        "raw": raw,
+        "rate_offered_msgs_per_s": round(rate, 1),
+        "produced": total,
+        "delivered_in_window": delivered,
+        "delivered_msgs_per_s": round(delivered / window, 1),
+        "window_s": round(window, 1),
+        "worker_cpu_s_per_s": round(cpu / ((end_ms - start_ms) / 1000 + warmup_s), 3),
+        "turn_to_sent_ms": figures.spread(turn_to_sent),
+        "consumed_to_sent_ms": figures.spread(consumed_to_sent),
+        "receipts": figures.verdict(check(receipts, produced), produced, receipts),
+    }
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """The half-load scenario (1,000 rooms quick, 5,000 full)."""
+    rooms, warmup_s, window_s = (1000, 5.0, 15.0) if quick else (5000, 10.0, 30.0)
+    code = code_version()
+    with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
+        result = scenario(kafka, pg, rooms, warmup_s, window_s)
+    return {**result, "share_of_raw_rate": SHARE, "target_turn_to_sent_p99_ms": TARGET_P99_MS, "code": code}
