@@ -16,6 +16,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -155,7 +156,7 @@ class ScriptedPlatform:
         return dict(rooms)
 
 
-def message(room: str, message_id: str, recipient: str | None = None, **kw: object) -> Message:
+def message(room: str, message_id: str, recipient: str | None = None, **kw: Any) -> Message:
     """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
     return Message(
         room_id=room,

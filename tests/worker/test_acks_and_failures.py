@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import asyncpg
+import msgspec
 import orjson
 import pytest
 
@@ -148,7 +149,7 @@ async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_
 ) -> None:
     """U+0000 in a room id (and in its Kafka key): PostgreSQL's text cannot hold it. Taken as a message, its
     cursor would fail every checkpoint after it and no offset would be committed again."""
-    poison = message("N", "n0").model_dump(mode="json")
+    poison = msgspec.to_builtins(message("N", "n0"))
     poison["room_id"] = "N\x00ul"
     produce_raw(inturn_topics, "N\x00ul", orjson.dumps(poison))
     produce(inturn_topics, [message("U", "u1"), message("U", "u2")])
