@@ -56,7 +56,8 @@ def latencies(
 ) -> dict[str, Any]:
     """Added latency of the messages sent in [start_ms, end_ms), in milliseconds.
 
-    - ``consumed_to_sent``: sent_at_ms - consumed_at_ms of each ``dispatched`` event. Under a standing
+    - ``consumed_to_sent``: sent_at_ms - consumed_at_ms of each terminal event that has one (the worker writes
+      one event per message outcome, with its send time). Under a standing
       backlog this is mostly the wait behind the room's earlier messages.
     - ``turn_to_sent``: sent_at_ms minus the moment the message's turn came: the later of its consumption
       and the terminal event of the room's previous message (with ``partition_turns``, also of the
@@ -84,7 +85,7 @@ def latencies(
     consumed_to_sent: list[float] = []
     turn_to_sent: list[float] = []
     for e in events:
-        if e["type"] != "dispatched" or not start_ms <= e["sent_at_ms"] < end_ms:
+        if e["type"] not in TERMINAL or e.get("sent_at_ms") is None or not start_ms <= e["sent_at_ms"] < end_ms:
             continue
         sent, consumed = e["sent_at_ms"], e["consumed_at_ms"]
         consumed_to_sent.append(sent - consumed)

@@ -93,8 +93,10 @@ async def test_429_with_retry_after_is_honoured_and_5xx_is_retried_until_success
     assert second - first >= 1.0, "the retry after a 429 waited the Retry-After"
     retried = [e for e in evts if e.type is EventType.RETRIED]
     assert [e.attempt for e in retried] == [1, 2, 3]
-    dispatched = next(e for e in evts if e.type is EventType.DISPATCHED and e.message_id == "t0")
-    assert dispatched.attempt == 4
+    acked = next(e for e in evts if e.type is EventType.ACKED and e.message_id == "t0")
+    assert acked.attempt == 4, "the terminal event says how many attempts the send took"
+    assert acked.sent_at_ms is not None
+    assert acked.sent_at_ms >= retried[-1].ts_ms
 
 
 @pytest.mark.parametrize("policy", ["skip", "block"])

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from inturn.schemas import EventType
+from inturn.schemas import TERMINAL_EVENTS, EventType
 from inturn.settings import KafkaSettings
 from tests.worker.harness import (
     ScriptedPlatform,
@@ -43,7 +43,17 @@ async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent
     # A6 went out only after A7's 2 s ack timeout; B and C were done long before that.
     assert at["A6"] - at["A7"] >= 2.0
     assert max(at["B2"], at["C4"]) < at["A7"] + 2.0
-    terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(queue)))
+    evts = await events(inturn_topics, expect_terminal=len(queue))
+    # One event per message outcome, and it tells the message's whole story.
+    assert [e.type for e in evts if e.type not in TERMINAL_EVENTS] == []
+    for e in evts:
+        assert e.created_at_ms is not None
+        assert e.consumed_at_ms is not None
+        assert e.sent_at_ms is not None
+        assert e.platform_message_id
+        assert e.attempt == 1
+        assert e.created_at_ms <= e.consumed_at_ms <= e.sent_at_ms <= e.ts_ms
+    terminal = terminal_by_message(evts)
     assert {k.split("-")[1]: v for k, v in terminal.items()} == {
         "A7": [EventType.ACK_TIMEOUT],
         "A6": [EventType.ACK_TIMEOUT],

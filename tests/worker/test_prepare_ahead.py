@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from inturn.errors import PermanentPlatformError
 from inturn.platforms import PreparedSend, SendResult
-from inturn.schemas import EventType, Message, encode, now_ms
+from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.partition import PartitionState
@@ -111,5 +111,24 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     answer.set_result(SendResult("wamid.0"))
     await _until(lambda: platform.pending is None and entry.prepared is None)
     await _until(lambda: rendered() is None)
-    assert recorder.events == [(EventType.DISPATCHED, "m0")], "m0 was sent and still awaits its ack"
+    assert recorder.events == [], "m0 was sent and still awaits its ack: its one event comes with its outcome"
+    assert (rooms.describe("R") or {}).get("in_flight") is True
+    await rooms.close()
+
+
+async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_not_the_default() -> None:
+    platform = Counting(refuse_head=False)
+    settings = WorkerSettings(worker_ack_timeout_ms=60_000, worker_ack_timeouts_ms={"whatsapp": 100})
+    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore())  # type: ignore[arg-type]
+    part = PartitionState(0, lease_s=60)
+    part.epoch = 1
+    part.renew()
+    part.mark_acks_ready()
+    _enqueue(rooms, part, 1)
+    await _until(lambda: platform.pending is not None)
+    assert rooms.stuck() == 0
+    rooms._rooms["R"].head_since -= 0.15  # waited 150 ms: more than its ack timeout, less than twice
+    assert rooms.stuck() == 0
+    rooms._rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
+    assert rooms.stuck() == 1
     await rooms.close()

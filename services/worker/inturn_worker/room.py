@@ -149,9 +149,16 @@ class Room:
 
 
 class _Failed(Exception):
-    def __init__(self, reason: str) -> None:
+    """A permanent failure of one message; what is known of its send goes into its terminal event."""
+
+    def __init__(
+        self, reason: str, sent_at_ms: int | None = None, platform_message_id: str | None = None, attempt: int = 1
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.sent_at_ms = sent_at_ms
+        self.platform_message_id = platform_message_id
+        self.attempt = attempt
 
 
 class Rooms:
@@ -237,10 +244,14 @@ class Rooms:
                 self._cursor_updates[update.room_id] = update
 
     def stuck(self) -> int:
-        """Rooms whose head message has waited longer than its ack timeout (a gauge for alerts)."""
+        """Rooms whose head message has waited more than twice its platform's ack timeout (a gauge for alerts)."""
         now = time.monotonic()
-        limit = self._settings.worker_ack_timeout_ms / 1000
-        return sum(1 for room in self._rooms.values() if room.queue and now - room.head_since > 2 * limit)
+        stuck = 0
+        for room in self._rooms.values():
+            head = room.queue.head
+            if head is not None and now - room.head_since > 2 * self._timeout(head.platform).seconds:
+                stuck += 1
+        return stuck
 
     # --- revoke / drain ----------------------------------------------------------------------------
 
@@ -330,7 +341,7 @@ class Rooms:
                     return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
             return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
         except _Failed as failure:
-            await self._dead_letter(room, entry, failure.reason)
+            await self._dead_letter(room, entry, failure)
             return True
 
     def _adapter(self, platform: str) -> PlatformAdapter:
@@ -375,20 +386,7 @@ class Rooms:
         entry.prepared = None
         del prepared
         metrics = m.for_platform(platform)
-        metrics.dispatched.inc()
-        self._events.emit(
-            EventType.DISPATCHED,
-            room.room_id,
-            entry.message_id,
-            platform,
-            entry.part.partition,
-            entry.offset,
-            attempt=attempt,
-            created_at_ms=entry.created_at_ms,
-            consumed_at_ms=entry.consumed_at_ms,
-            sent_at_ms=sent_at_ms,
-            platform_message_id=result.platform_message_id,
-        )
+        metrics.dispatched.inc()  # no event: the message's terminal event carries when and how it was sent
         if future is None:
             if self._mode is OrderingMode.FIXED_DELAY:
                 self._prepare_next(room, adapter)
@@ -434,7 +432,9 @@ class Rooms:
     ) -> None:
         if ack.status is AckStatus.FAILED:
             # The platform took the message but could not deliver it: a permanent failure of this message.
-            raise _Failed(f"platform reported failed: {ack.error or 'no reason given'}")
+            raise _Failed(
+                f"platform reported failed: {ack.error or 'no reason given'}", sent_at_ms, platform_message_id, attempt
+            )
         m.for_platform(entry.platform).acked.inc()
         self._terminal(
             room,
@@ -492,7 +492,9 @@ class Rooms:
                     attempt >= settings.worker_retry_max_attempts
                     or elapsed * 1000 >= settings.worker_retry_max_elapsed_ms
                 ):
-                    raise _Failed(f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}") from exc
+                    raise _Failed(
+                        f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}", attempt=attempt
+                    ) from exc
                 delay = (
                     exc.retry_after
                     if exc.retry_after is not None
@@ -519,7 +521,7 @@ class Rooms:
                 continue
             except PermanentPlatformError as exc:
                 send_latency.observe(time.perf_counter() - t0)
-                raise _Failed(exc.reason) from exc
+                raise _Failed(exc.reason, attempt=attempt) from exc
             breaker.record(True)
             send_latency.observe(time.perf_counter() - t0)
             # The adapter's stamp is when the request left, after any wait for a pooled connection: ack latency
@@ -556,7 +558,8 @@ class Rooms:
             except PermanentPlatformError as exc:
                 entry.prepared = exc
 
-    async def _dead_letter(self, room: Room, entry: Entry, reason: str) -> None:
+    async def _dead_letter(self, room: Room, entry: Entry, failure: _Failed) -> None:
+        reason = failure.reason
         letter = DeadLetter.of(
             "worker",
             reason,
@@ -578,7 +581,15 @@ class Rooms:
             partition=entry.part.partition,
             offset=entry.offset,
         )
-        self._terminal(room, entry, EventType.DEAD_LETTERED, detail=reason)
+        self._terminal(
+            room,
+            entry,
+            EventType.DEAD_LETTERED,
+            sent_at_ms=failure.sent_at_ms,
+            platform_message_id=failure.platform_message_id,
+            attempt=failure.attempt,
+            detail=reason,
+        )
         if self._blocking:
             room.blocked = True
             await retrying(lambda: self._store.block(room.room_id, reason), "block_room", lambda: entry.part.fenced)
