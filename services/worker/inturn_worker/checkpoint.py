@@ -4,13 +4,19 @@ offsets committed. In that order, so nothing is marked done before its terminal 
 Each successful round renews the partitions' leases; a partition whose epoch moved on (a newer
 owner claimed it) is fenced at once and its rooms stop. While PostgreSQL is unreachable no lease
 is renewed, so sending pauses until it is back.
+
+The checkpoint does not schedule itself and commits nothing: the intake runs a round when
+``next_round`` says one is due and commits the offsets the round returns. A round is due every
+``worker_cursor_flush_ms``, or at once when a room waits for its cursor to be durable (after an ack
+timeout or a dead letter; see ``PartitionState.wait_durable``): such a room waits one round, not the
+rest of the interval and then a round.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
 
 import structlog
 
@@ -23,11 +29,9 @@ from inturn_worker.store import POSTGRES_ERRORS, Store
 
 log = structlog.get_logger("inturn.worker.checkpoint")
 
-CommitRequest = Callable[[dict[int, int]], None]
-
 
 class Checkpoint:
-    """Runs checkpoints periodically, and on demand for a revoke or shutdown."""
+    """Checkpoint rounds over the partitions this worker owns."""
 
     def __init__(
         self,
@@ -36,36 +40,38 @@ class Checkpoint:
         rooms: Rooms,
         events: EventLog,
         store: Store,
-        commit: CommitRequest,
     ) -> None:
         self._settings = settings
         self._parts = parts
         self._rooms = rooms
         self._events = events
         self._store = store
-        self._commit = commit
         self._lock = asyncio.Lock()
-        self._last_commit = 0.0
-        self._stopping = False
+        self._interval = settings.worker_cursor_flush_ms / 1000
+        self._pause = self._interval  # until the next round: the interval, doubled (to 5 s) while rounds fail
+        self._last_round = 0.0
+        #: Set by a partition a room of which waits for durability (``PartitionState.wait_durable``).
+        self.wanted = asyncio.Event()
         self.postgres_ok = False
 
-    async def run(self) -> None:
-        """Checkpoint every ``worker_cursor_flush_ms`` until stopped."""
-        interval = self._settings.worker_cursor_flush_ms / 1000
-        backoff = interval
-        while not self._stopping:
-            ok = await self.once()
-            backoff = interval if ok else min(5.0, backoff * 2)
-            await asyncio.sleep(backoff if not ok else interval)
-
-    def stop(self) -> None:
-        """End ``run`` after its current round."""
-        self._stopping = True
+    async def next_round(self) -> None:
+        """Return when a periodic round is due: ``worker_cursor_flush_ms`` after the last one began (longer while
+        rounds fail), or as soon as a room waits for durability (not before the failing rounds' pause)."""
+        left = self._last_round + self._pause - time.monotonic()
+        if left > 0 and self._pause > self._interval:
+            await asyncio.sleep(left)  # PostgreSQL or Kafka failing: no round on demand either
+            return
+        if left > 0 and not self.wanted.is_set():
+            with contextlib.suppress(TimeoutError):  # the interval passed: the periodic round is due
+                await asyncio.wait_for(self.wanted.wait(), left)
 
     async def once(self, only: list[PartitionState] | None = None) -> dict[int, int] | None:
         """One round; returns the offsets that may be committed (None when the round failed)."""
         async with self._lock:
             began = time.monotonic()
+            if only is None:
+                self._last_round = began
+                self.wanted.clear()  # a room asking from now on needs a round that begins after this one
             parts = only if only is not None else [p for p in self._parts.values() if not p.gone]
             updates = self._rooms.take_cursor_updates()
             taken = {}
@@ -76,6 +82,7 @@ class Checkpoint:
             if not await self._events.confirm(wait_s=10.0):
                 log.warning("events_not_confirmed")
                 self._rooms.restore_cursor_updates(updates)
+                self._failed(only)
                 return None
             try:
                 await self._claim_missing(parts)
@@ -94,8 +101,11 @@ class Checkpoint:
                 m.POSTGRES_UP.set(0)
                 log.warning("checkpoint_failed", error=str(exc))
                 self._rooms.restore_cursor_updates(updates)
+                self._failed(only)
                 return None
             self.postgres_ok = True
+            if only is None:
+                self._pause = self._interval
             m.POSTGRES_UP.set(1)
             allowed: dict[int, int] = {}
             for part in parts:
@@ -105,12 +115,12 @@ class Checkpoint:
                     part.durable(taken[part.partition], began)
                     if part.partition in committable:
                         allowed[part.partition] = committable[part.partition]
-            now = time.monotonic()
-            if only is None and now - self._last_commit >= self._settings.worker_commit_interval_ms / 1000:
-                self._last_commit = now
-                self._commit(allowed)
             self._publish_gauges()
             return allowed
+
+    def _failed(self, only: list[PartitionState] | None) -> None:
+        if only is None:
+            self._pause = min(5.0, self._pause * 2)
 
     async def _claim_missing(self, parts: list[PartitionState]) -> None:
         missing = [p for p in parts if p.epoch is None and not p.gone]

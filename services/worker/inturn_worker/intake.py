@@ -9,6 +9,7 @@ is done, so partitions are released only after in-flight messages had their boun
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,6 +43,7 @@ class Intake:
         events: EventLog,
         store: Store,
         acks: AckReader,
+        checkpoint: Checkpoint,
     ) -> None:
         self._settings = settings
         self._parts = parts
@@ -55,7 +57,8 @@ class Intake:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="intake")
         self._stopping = False
         self._pending_commit: dict[int, int] | None = None
-        self.checkpoint: Checkpoint | None = None
+        self._checkpoint = checkpoint
+        self._last_commit = 0.0
         extra: dict[str, Any] = {
             "session.timeout.ms": settings.worker_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
@@ -76,11 +79,32 @@ class Intake:
             [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         batch_size = self._settings.worker_poll_batch
+        checkpoints = asyncio.create_task(self._checkpoints(), name="checkpoints")
+        try:
+            while not self._stopping:
+                batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
+                if batch:
+                    await self._take(batch)
+                self._events.poll()
+                if checkpoints.done():
+                    checkpoints.result()  # a round raised: the worker ends (the caller sees the error)
+        finally:
+            self._checkpoint.wanted.set()  # end a wait for the next round
+            await checkpoints
+
+    async def _checkpoints(self) -> None:
+        """Checkpoint rounds when due (see ``Checkpoint.next_round``); their offsets are committed by the consumer
+        thread's next turn, at most every ``worker_commit_interval_ms``."""
+        commit_every = self._settings.worker_commit_interval_ms / 1000
         while not self._stopping:
-            batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
-            if batch:
-                await self._take(batch)
-            self._events.poll()
+            await self._checkpoint.next_round()
+            if self._stopping:
+                return
+            allowed = await self._checkpoint.once()
+            now = time.monotonic()
+            if allowed is not None and now - self._last_commit >= commit_every:
+                self._last_commit = now
+                self._pending_commit = allowed
 
     def _step(self, batch_size: int) -> list[Message]:
         """On the consumer thread: commit what the checkpoint allowed, apply backpressure, consume."""
@@ -184,10 +208,6 @@ class Intake:
         if pause or resume:
             m.PAUSED_PARTITIONS.set(sum(1 for p in self._parts.values() if p.paused))
 
-    def request_commit(self, offsets: dict[int, int]) -> None:
-        """Called by the checkpoint: commit these offsets at the next turn of the consumer thread."""
-        self._pending_commit = offsets
-
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """Commit results (served on the consumer thread): a failed one is tried again by the next checkpoint."""
         failed = [tp.partition for tp in partitions if err is not None or tp.error is not None]
@@ -233,11 +253,10 @@ class Intake:
     async def _assigned(self, numbers: list[int]) -> None:
         since = now_ms() - self._settings.worker_ack_lookback_ms
         for partition in numbers:
-            self._parts[partition] = PartitionState(partition, self._lease_s)
+            self._parts[partition] = PartitionState(partition, self._lease_s, self._checkpoint.wanted)
         self._acks.assign([self._parts[p] for p in numbers], since)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
-        if self.checkpoint is not None:
-            await self.checkpoint.once(only=[self._parts[p] for p in numbers])
+        await self._checkpoint.once(only=[self._parts[p] for p in numbers])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = [tp.partition for tp in partitions if tp.partition in self._parts]
@@ -259,7 +278,7 @@ class Intake:
     async def _revoked(self, numbers: list[int], grace: float) -> dict[int, int] | None:
         parts = [self._parts[p] for p in numbers]
         await self._rooms.drain(parts, grace)
-        allowed = await self.checkpoint.once(only=parts) if self.checkpoint is not None else None
+        allowed = await self._checkpoint.once(only=parts)
         self._acks.unassign(parts)
         return allowed
 

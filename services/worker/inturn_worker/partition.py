@@ -25,8 +25,9 @@ class PartitionGone(Exception):
 class PartitionState:
     """One assigned messages partition."""
 
-    def __init__(self, partition: int, lease_s: float) -> None:
+    def __init__(self, partition: int, lease_s: float, durability_wanted: asyncio.Event | None = None) -> None:
         self.partition = partition
+        self._durability_wanted = durability_wanted  # the checkpoint's: set, it runs a round at once
         self.offsets = PartitionOffsets()
         self.epoch: int | None = None
         self.revoked = False
@@ -68,8 +69,11 @@ class PartitionState:
         self.renew(since)
 
     async def wait_durable(self) -> None:
-        """Wait until every cursor update recorded so far is in PostgreSQL (the next checkpoint round)."""
+        """Wait until every cursor update recorded so far is in PostgreSQL: the next checkpoint round, which is
+        asked to begin as soon as the one under way (if any) is done."""
         target = self.rounds_taken + 1
+        if self._durability_wanted is not None:
+            self._durability_wanted.set()
         while self.rounds_durable < target:
             if self.gone:
                 raise PartitionGone(self.partition)
