@@ -60,9 +60,11 @@ async def test_a_late_ack_is_recorded_and_never_releases_the_next_message(
     assert all(b - a >= 1.0 for a, b in itertools.pairwise(at))
 
 
+@pytest.mark.parametrize("headers", [True, False], ids=["ack-headers", "older-webhook"])
 async def test_duplicate_acks_are_harmless(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str, headers: bool
 ) -> None:
+    platform.ack_headers = headers
     platform.behaviour["D"].duplicate = True
     produce(inturn_topics, [message("D", f"d{n}") for n in range(5)])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")

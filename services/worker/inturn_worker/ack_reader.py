@@ -19,7 +19,15 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
 from inturn.metrics import worker as m
-from inturn.schemas import Ack, DeadLetter, EventType, decode
+from inturn.schemas import (
+    ACK_HEADER_MESSAGE_ID,
+    ACK_HEADER_PLATFORM_MESSAGE_ID,
+    ACK_HEADER_STATUS,
+    Ack,
+    DeadLetter,
+    EventType,
+    decode,
+)
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.events import EventLog
@@ -199,6 +207,8 @@ class AckReader:
             self._next[partition] = (record.offset() or 0) + 1
 
     def _route(self, record: Message) -> None:
+        if self._settled(record):
+            return
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
@@ -229,8 +239,34 @@ class AckReader:
         elif routed is Routed.DUPLICATE:
             m.for_platform(ack.platform).duplicate_acks.inc()
 
+    def _settled(self, record: Message) -> bool:
+        """Whether the record's headers (set by the webhook) show a status that can no longer change its message's
+        outcome: then it is counted as a duplicate without being decoded. Records without them are decoded."""
+        headers = record.headers()
+        if not headers:
+            return False
+        fields = dict(headers)
+        if ACK_HEADER_STATUS not in fields:
+            return False
+        finished = self._router.settled(
+            _text(record.key()) or "",
+            _text(fields.get(ACK_HEADER_MESSAGE_ID)),
+            _text(fields.get(ACK_HEADER_PLATFORM_MESSAGE_ID)),
+        )
+        if finished is None:
+            return False
+        m.for_platform(finished.platform).duplicate_acks.inc()
+        return True
+
     async def close(self) -> None:
         """Stop reading and close the consumer."""
         self._stopping = True
         await asyncio.get_running_loop().run_in_executor(self._thread, self._consumer.close)
         self._thread.shutdown(wait=False)
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A Kafka key or header value as text (UTF-8 bytes on the wire); None when absent or empty."""
+    if not value:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
