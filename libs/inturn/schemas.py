@@ -218,7 +218,7 @@ def decode(cls: type[R], raw: bytes | None) -> R:
     except msgspec.ValidationError as exc:
         raise SchemaError(_reason(cls, exc), raw=raw) from exc
     except msgspec.DecodeError as exc:
-        raise SchemaError(f"{cls.__name__}: record: invalid JSON: {exc}", raw=raw) from exc
+        raise SchemaError(f"{cls.__name__}: record: Invalid JSON: {exc}", raw=raw) from exc
     return record
 
 

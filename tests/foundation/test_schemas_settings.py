@@ -35,7 +35,7 @@ def test_a_valid_message_round_trips() -> None:
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
-        (b"not json", "Message: record: invalid JSON"),
+        (b"not json", "Message: record: Invalid JSON"),
         (GOOD.replace(b'"room_id":"A",', b""), "Message: room_id: Object missing required field"),
         (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: Expected `str` of length >= 1"),
         (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Invalid enum value 2"),

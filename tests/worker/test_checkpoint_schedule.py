@@ -7,7 +7,7 @@ import time
 
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.checkpoint import Checkpoint
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 
 
 def _checkpoint(flush_ms: int) -> Checkpoint:
@@ -21,12 +21,16 @@ async def test_a_room_waiting_for_durability_gets_a_round_at_once_not_after_the_
     due = asyncio.create_task(checkpoint.next_round())
     await asyncio.sleep(0)
     assert not due.done()
-    part = PartitionState(0, lease_s=60, durability_wanted=checkpoint.wanted)
-    durable = asyncio.create_task(part.wait_durable())  # e.g. after an ack timeout
+    part = Partition(0, lease_s=60, durability_wanted=checkpoint.wanted)
+    part.offsets.consumed(0)
+    part.finished("R", 0, "m0", "ack_timeout")
+    durable = asyncio.create_task(part.wait_durable())  # the room's next message waits for m0's cursor
     await asyncio.wait_for(due, 10)
     assert not durable.done(), "durable only once a round that began after the request succeeded"
-    part.rounds_taken += 1  # what the round does: takes the partition's updates, writes them, renews
-    part.durable(part.rounds_taken, time.monotonic())
+    written, upto = part.pending()  # what the round does: reads the partition's changes, writes them
+    assert [(u.room_id, u.offset, u.outcome) for u in written] == [("R", 0, "ack_timeout")]
+    part.durable(written, upto, time.monotonic())
+    assert part.updates == {}
     await asyncio.wait_for(durable, 10)
 
 

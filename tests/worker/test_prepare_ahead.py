@@ -11,8 +11,8 @@ from inturn.platforms import PreparedSend, SendResult
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
-from inturn_worker.partition import PartitionState
-from inturn_worker.room import Entry, Rooms
+from inturn_worker.partition import Entry, Partition
+from inturn_worker.room import Rooms
 from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
 
 
@@ -35,17 +35,18 @@ def _message(n: int) -> Message:
     return Message(room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
 
 
-def _rooms(platform: Counting, recorder: Recorder | None = None) -> Rooms:
+def _rooms(platform: Counting, part: Partition, recorder: Recorder | None = None) -> Rooms:
     return Rooms(
         WorkerSettings(worker_prepare_ahead=4),
         {"whatsapp": platform},
         recorder or Recorder(),
         AckRouter(early_ttl_s=60),
         MemoryStore(),  # type: ignore[arg-type]
+        {part.partition: part},
     )
 
 
-def _enqueue(rooms: Rooms, part: PartitionState, count: int) -> list[Entry]:
+def _enqueue(rooms: Rooms, part: Partition, count: int) -> list[Entry]:
     entries = []
     for n in range(count):
         message = _message(n)
@@ -66,8 +67,8 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_order() -> None:
     platform = Counting(refuse_head=False)
-    rooms = _rooms(platform)
-    part = PartitionState(0, lease_s=60)
+    part = Partition(0, lease_s=60)
+    rooms = _rooms(platform, part)
     part.epoch = 1
     part.renew()
     part.mark_acks_ready()
@@ -98,8 +99,8 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     local of a suspended coroutine) keeps about a kilobyte per room alive."""
     platform = Counting(refuse_head=False)
     recorder = Recorder()
-    rooms = _rooms(platform, recorder)
-    part = PartitionState(0, lease_s=60)
+    part = Partition(0, lease_s=60)
+    rooms = _rooms(platform, part, recorder)
     part.epoch = 1
     part.renew()
     part.mark_acks_ready()
@@ -119,16 +120,16 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
 async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_not_the_default() -> None:
     platform = Counting(refuse_head=False)
     settings = WorkerSettings(worker_ack_timeout_ms=60_000, worker_ack_timeouts_ms={"whatsapp": 100})
-    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore())  # type: ignore[arg-type]
-    part = PartitionState(0, lease_s=60)
+    part = Partition(0, lease_s=60)
+    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
     part.epoch = 1
     part.renew()
     part.mark_acks_ready()
     _enqueue(rooms, part, 1)
     await _until(lambda: platform.pending is not None)
     assert rooms.stuck() == 0
-    rooms._rooms["R"].head_since -= 0.15  # waited 150 ms: more than its ack timeout, less than twice
+    part.rooms["R"].head_since -= 0.15  # waited 150 ms: more than its ack timeout, less than twice
     assert rooms.stuck() == 0
-    rooms._rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
+    part.rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
     assert rooms.stuck() == 1
     await rooms.close()

@@ -31,7 +31,7 @@ from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.events import EventLog
 from inturn_worker.health import start_health_server
 from inturn_worker.intake import Intake
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 from inturn_worker.room import Rooms
 from inturn_worker.store import Store
 
@@ -84,8 +84,8 @@ class Worker:
             name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()
         }
         router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
-        rooms = Rooms(settings, adapters, events, router, store)
-        parts: dict[int, PartitionState] = {}
+        parts: dict[int, Partition] = {}  # filled and emptied by the intake's rebalances
+        rooms = Rooms(settings, adapters, events, router, store, parts)
         acks = AckReader(settings, router, events)
         checkpoint = Checkpoint(settings, parts, rooms, events, store)
         intake = Intake(settings, parts, rooms, events, store, acks, checkpoint)
