@@ -133,3 +133,31 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     part.rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
     assert rooms.stuck() == 1
     await rooms.close()
+
+
+async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_when_idle_long_enough() -> None:
+    platform = Counting(refuse_head=False)
+    recorder = Recorder()
+    part = Partition(0, lease_s=60)
+    settings = WorkerSettings(worker_mode="none", worker_room_idle_ms=300)  # no ack wait: sent is terminal
+    rooms = Rooms(settings, {"whatsapp": platform}, recorder, AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
+    part.epoch = 1
+    part.renew()
+    part.mark_acks_ready()
+    (first,) = _enqueue(rooms, part, 1)
+    await _until(lambda: platform.pending is not None)
+    platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
+    await _until(lambda: part.rooms["R"].wakeup is not None)  # m0 done: the loop waits for the room's next one
+    loop_task = part.rooms["R"].task
+    message = _message(1)
+    part.offsets.consumed(1)
+    rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
+    await _until(lambda: platform.pending is not None)
+    assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"
+    platform.pending[1].set_result(SendResult("wamid.1"))  # type: ignore[index]
+    assert loop_task is not None
+    await asyncio.wait_for(loop_task, 10)  # retires after 300 ms with nothing to send
+    assert "R" not in part.rooms
+    assert [mid for _, mid in recorder.events] == ["m0", "m1"]
+    assert first.offset == 0
+    await rooms.close()

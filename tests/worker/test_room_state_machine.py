@@ -131,7 +131,9 @@ class RoomMachine(RuleBasedStateMachine):
         while self.loop.time() < deadline:
             await asyncio.sleep(0)
             self._checkpoint_round()
-            running = any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
+            room = self.part.rooms.get("R")
+            idle = room is not None and room.wakeup is not None  # its loop waits for a next message
+            running = not idle and any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
             if not running or self.platform.pending is not None or self._in_flight() is not None:
                 for _ in range(20):  # let callbacks of the state just reached run out
                     await asyncio.sleep(0)

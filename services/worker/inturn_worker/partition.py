@@ -137,12 +137,13 @@ class EntryQueue:
 
 @dataclass(slots=True)
 class Room:
-    """A room's queue (room order = offset order) and its running loop, if any."""
+    """A room's queue (room order = offset order) and its running loop, if any (idle: ``wakeup`` is set)."""
 
     room_id: str
     part: Partition
     queue: EntryQueue = field(default_factory=EntryQueue)
     task: asyncio.Task[None] | None = None
+    wakeup: asyncio.Future[None] | None = None
     in_flight: bool = False
     blocked: bool = False
     head_since: float = 0.0

@@ -1,6 +1,7 @@
 """One sender loop per active room: send message N, wait for N's ack or timeout, only then N+1.
 
-A room's loop is created with its first buffered message and ends when its queue is empty.
+A room's loop is created with its first buffered message, takes the room's messages as they come, and
+retires after ``INTURN_WORKER_ROOM_IDLE_MS`` with nothing to send (no task per message).
 Rooms never wait for each other; the only things they share are bounded on purpose: a token
 bucket and a circuit breaker per platform account, a connection pool per platform, and (in
 'partition' mode only) one in-flight message per partition.
@@ -69,15 +70,18 @@ class Rooms:
         room = rooms.get(room_id)
         if room is None:
             room = rooms[room_id] = Room(room_id, entry.part)
+        if not room.queue:
+            room.head_since = time.monotonic()
         room.queue.append(entry)
         if room.task is None:
-            room.head_since = time.monotonic()
             room.task = asyncio.create_task(self._run(room), name=f"room:{room_id}")
+        elif room.wakeup is not None and not room.wakeup.done():
+            room.wakeup.set_result(None)  # the room's loop was idle: it takes this one
 
     @property
     def active(self) -> int:
-        """Rooms with buffered messages."""
-        return sum(len(part.rooms) for part in self._parts.values())
+        """Rooms with buffered messages (idle loops not counted)."""
+        return sum(1 for part in self._parts.values() for room in part.rooms.values() if room.queue)
 
     def describe(self, room_id: str) -> dict[str, object] | None:
         """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
@@ -113,6 +117,9 @@ class Rooms:
         for part in parts:
             part.revoke()
         rooms = [room for part in parts for room in part.rooms.values()]
+        for room in rooms:
+            if room.wakeup is not None and not room.wakeup.done():
+                room.wakeup.set_result(None)  # an idle loop: it sees the partition gone and ends
         tasks = [r.task for r in rooms if r.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
@@ -146,17 +153,27 @@ class Rooms:
     # --- the loop ----------------------------------------------------------------------------------
 
     async def _run(self, room: Room) -> None:
+        """The room's loop: its messages one after the other; it stays for ``worker_room_idle_ms`` after the last
+        one (a room's next message rarely waits long) and then retires."""
+        part = room.part
+        idle_s = self._settings.worker_room_idle_ms / 1000
+        durable_first = False
         try:
-            while (entry := room.queue.head) is not None:
-                if entry.part.gone:
+            while True:
+                entry = room.queue.head
+                if entry is None:
+                    if part.gone or not await self._idle(room, idle_s):
+                        return
+                    continue
+                if part.gone:
                     return
+                if durable_first:
+                    # The previous one ended without an ack (timed out, dead-lettered): nothing on the acks topic
+                    # proves it done, so its cursor must be in PostgreSQL before this send, or a new owner of the
+                    # partition would send it again as well as this one.
+                    await part.wait_durable()
                 durable_first = await self._deliver(room, entry)
                 room.queue.popleft()
-                if durable_first and room.queue:
-                    # It ended without an ack (timed out, dead-lettered): nothing on the acks topic proves it
-                    # done, so its cursor must be in PostgreSQL before the next send, or a new owner of the
-                    # partition would send it again as well as the one in flight.
-                    await entry.part.wait_durable()
                 room.head_since = time.monotonic()
         except PartitionGone:
             return
@@ -165,6 +182,18 @@ class Rooms:
             room.in_flight = False
             if not room.queue and room.part.rooms.get(room.room_id) is room:
                 del room.part.rooms[room.room_id]
+
+    async def _idle(self, room: Room, idle_s: float) -> bool:
+        """Wait up to ``idle_s`` for the room's next message; whether one came."""
+        wakeup: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        room.wakeup = wakeup
+        deadline = self._deadlines.add(idle_s, wakeup)
+        try:
+            await wakeup
+        finally:
+            self._deadlines.cancel(deadline)
+            room.wakeup = None
+        return room.queue.head is not None
 
     async def _deliver(self, room: Room, entry: Entry) -> bool:
         """Take one message to its terminal outcome; True when that outcome left no ack behind."""
