@@ -76,7 +76,8 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
     produced = [message(room, f"{room}-{n}") for n in range(per_room) for room in rooms]
     produce(inturn_topics, produced)
     group = f"g{test_id}"
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=500)
+    # 2 s: an ack 20 ms after its send must not time out on a loaded machine (each lost one costs its room 2 s).
+    settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=2000)
     async with running_worker(settings):
         await wait_for(lambda: len(platform.receipts) == len(produced), 60, "every message sent")
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(produced)))
