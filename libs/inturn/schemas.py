@@ -2,33 +2,48 @@
 
 Every record is JSON with a version field ``v``. Timestamps are integer milliseconds since the
 Unix epoch (``*_ms``): cheap to encode, exact, and what the Spark reports compute with.
-Decoding never raises anything but ``SchemaError``, whose ``reason`` is one line naming the field.
+The records are msgspec structs: built by keyword (no validation at construction, like a dataclass),
+validated when decoded. Decoding never raises anything but ``SchemaError``, whose ``reason`` is one
+line naming the field.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 import time
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
+import msgspec
 import orjson
-import pydantic_core
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inturn.errors import SchemaError
 
 SCHEMA_VERSION = 1  # the ``v`` of every record written by this version
 
-RoomId = Annotated[str, Field(min_length=1, max_length=256)]
-MessageId = Annotated[str, Field(min_length=1, max_length=128)]
+RoomId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+MessageId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 # A message's ids are stored in PostgreSQL (room cursors, dead letters, blocked rooms), whose text cannot hold
 # U+0000: one message carrying it would fail every checkpoint after it. Such a message is refused at decoding
 # and dead-lettered like any other undecodable message.
 _STORABLE = r"^[^\x00]+$"
-StoredRoomId = Annotated[RoomId, Field(pattern=_STORABLE)]
-StoredMessageId = Annotated[MessageId, Field(pattern=_STORABLE)]
-PlatformName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9_\-]+$")]
+StoredRoomId = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=256, pattern=_STORABLE, description="Any text but U+0000, 1-256 chars."),
+]
+StoredMessageId = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=128,
+        pattern=_STORABLE,
+        description="Unique per message; the platform idempotency key. Any text but U+0000, 1-128 characters.",
+    ),
+]
+PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9_\-]+$")]
+Millis = Annotated[int, msgspec.Meta(ge=0)]
 
 
 def now_ms() -> int:
@@ -36,25 +51,29 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", str_strip_whitespace=False)
+class _Record(msgspec.Struct, frozen=True, gc=False):
+    """A record: immutable, built by keyword (``kw_only`` on each); unknown fields are ignored when decoding.
+
+    ``gc=False``: a record refers to no other record, so it can never be part of a reference cycle, and the
+    garbage collector need not track the tens of thousands a worker holds.
+    """
 
 
-class Message(_Record):
+class Message(_Record, frozen=True, kw_only=True):
     """An outbound chat message for one room, as produced to ``inturn.messages`` (key = room_id)."""
 
     v: Literal[1] = 1
-    room_id: StoredRoomId = Field(description="Any text but U+0000 (NUL), 1-256 characters.")
-    message_id: StoredMessageId = Field(
-        description="Unique per message; the platform idempotency key. Any text but U+0000 (NUL), 1-128 characters."
+    room_id: StoredRoomId
+    message_id: StoredMessageId
+    platform: PlatformName  # which platform adapter sends it (e.g. "whatsapp")
+    account: Annotated[str, msgspec.Meta(max_length=128, description="Platform account (phone_number_id).")] | None = (
+        None
     )
-    platform: PlatformName = Field(description="Which platform adapter sends it (e.g. 'whatsapp', 'generic').")
-    account: str | None = Field(None, max_length=128, description="Platform account (WhatsApp phone_number_id).")
-    recipient: str = Field(min_length=1, max_length=256, description="Platform recipient (e.g. wa_id).")
-    payload: dict[str, Any] = Field(description="Platform message body (e.g. {'type':'text','text':{...}}).")
-    created_at_ms: int = Field(ge=0, description="When the chat backend created the message.")
-    not_before_ms: int | None = Field(None, ge=0, description="Do not send before this time.")
-    attributes: dict[str, str] = Field(default_factory=dict, description="Origin metadata (e.g. pubsub id).")
+    recipient: Annotated[str, msgspec.Meta(min_length=1, max_length=256, description="Platform recipient (wa_id).")]
+    payload: dict[str, Any]  # the platform message body (e.g. {'type':'text','text':{...}})
+    created_at_ms: Millis  # when the chat backend created the message
+    not_before_ms: Millis | None = None  # do not send before this time
+    attributes: dict[str, str] = msgspec.field(default_factory=dict)  # origin metadata (e.g. pubsub id)
 
 
 class AckStatus(StrEnum):
@@ -66,23 +85,20 @@ class AckStatus(StrEnum):
     FAILED = "failed"
 
 
-class Ack(_Record):
+class Ack(_Record, frozen=True, kw_only=True):
     """A platform status callback routed to the room's partition of ``inturn.acks`` (key = room_id)."""
 
     v: Literal[1] = 1
     room_id: RoomId
-    message_id: MessageId | None = Field(
-        None,
-        description="inturn's message id when the platform echoed it (callback data); else match by "
-        "platform_message_id.",
-    )
+    # inturn's message id when the platform echoed it (callback data); else match by platform_message_id.
+    message_id: MessageId | None = None
     platform: PlatformName
-    platform_message_id: str = Field(min_length=1, max_length=256)
+    platform_message_id: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
     status: AckStatus
-    platform_ts_ms: int = Field(ge=0, description="The platform's own timestamp of the status.")
-    received_at_ms: int = Field(ge=0, description="When the webhook received the callback.")
+    platform_ts_ms: Millis  # the platform's own timestamp of the status
+    received_at_ms: Millis  # when the webhook received the callback
     recipient: str | None = None
-    error: str | None = Field(None, description="The platform's error title for 'failed' statuses.")
+    error: str | None = None  # the platform's error title for 'failed' statuses
 
 
 #: Kafka headers the webhook sets on every ack record (values are UTF-8 bytes). With them the worker can tell what
@@ -93,9 +109,10 @@ ACK_HEADER_PLATFORM_MESSAGE_ID = "inturn-platform-message-id"  # the platform's 
 
 
 class EventType(StrEnum):
-    """Everything the worker records on ``inturn.events``."""
+    """Everything the worker records on ``inturn.events``: one terminal event per message, plus retries and late
+    acks."""
 
-    DISPATCHED = "dispatched"  # the platform accepted the send (HTTP 2xx)
+    DISPATCHED = "dispatched"  # no longer written (the terminal event carries sent_at_ms); read in older logs
     ACKED = "acked"  # the ack arrived in time: terminal
     ACK_TIMEOUT = "ack_timeout"  # no ack in time: terminal, the room moves on
     LATE_ACK = "late_ack"  # an ack for a message that had already timed out
@@ -126,8 +143,12 @@ class OrderingMode(StrEnum):
     PARTITION = "partition"
 
 
-class Event(_Record):
-    """One outcome or step of one message, as written to ``inturn.events`` (key = room_id)."""
+class Event(_Record, frozen=True, kw_only=True):
+    """One outcome or step of one message, as written to ``inturn.events`` (key = room_id).
+
+    A terminal event carries the whole story of its message: when it was created, consumed and sent
+    (``sent_at_ms``, None when it never was), the attempts it took and the platform's id for it.
+    """
 
     v: Literal[1] = 1
     type: EventType
@@ -148,7 +169,7 @@ class Event(_Record):
     detail: str | None = None
 
 
-class DeadLetter(_Record):
+class DeadLetter(_Record, frozen=True, kw_only=True):
     """A record that could not be handled, kept whole with the reason on ``inturn.dlq``."""
 
     v: Literal[1] = 1
@@ -160,7 +181,7 @@ class DeadLetter(_Record):
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
-    raw_b64: str = Field(description="The original bytes, base64: nothing is lost.")
+    raw_b64: str  # the original bytes, base64: nothing is lost
 
     @classmethod
     def of(cls, source: Literal["worker", "webhook", "bridge"], reason: str, raw: bytes, **kw: Any) -> DeadLetter:
@@ -174,23 +195,52 @@ class DeadLetter(_Record):
 
 R = TypeVar("R", bound=_Record)
 
+_ENCODER = msgspec.json.Encoder()
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_AT = re.compile(r" - at `\$\.?([^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `([^`]*)`")
+
 
 def encode(record: _Record) -> bytes:
-    """The record as compact JSON bytes."""
-    return pydantic_core.to_json(record)
+    """The record as compact JSON bytes (every field written, in declaration order)."""
+    return _ENCODER.encode(record)
 
 
 def decode(cls: type[R], raw: bytes | None) -> R:
     """Parse and validate ``raw`` as ``cls``; ``SchemaError`` with a one-line reason otherwise."""
     if raw is None:
         raise SchemaError("empty record (no value)", raw=raw)
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _DECODERS[cls] = msgspec.json.Decoder(cls)
     try:
-        return cls.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "record"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise SchemaError(f"{cls.__name__}: {where}: {first['msg']}{more}", raw=raw) from exc
+        record: R = decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(_reason(cls, exc), raw=raw) from exc
+    except msgspec.DecodeError as exc:
+        raise SchemaError(f"{cls.__name__}: record: Invalid JSON: {exc}", raw=raw) from exc
+    return record
+
+
+def validate(cls: type[R], fields: Mapping[str, Any]) -> R:
+    """``cls`` from plain fields (numbers given as text are converted); ``SchemaError`` like ``decode``."""
+    try:
+        return msgspec.convert(fields, cls, strict=False)
+    except msgspec.ValidationError as exc:
+        raise SchemaError(_reason(cls, exc)) from exc
+
+
+def _reason(cls: type[Any], exc: msgspec.ValidationError) -> str:
+    """``<Record>: <field>: <what is wrong>``, one line."""
+    text = str(exc).splitlines()[0]
+    at = _AT.search(text)
+    where = at.group(1) if at else ""
+    if at:
+        text = text[: at.start()]
+    missing = _MISSING.match(text)
+    if missing:
+        where = f"{where}.{missing.group(1)}" if where else missing.group(1)
+    return f"{cls.__name__}: {where or 'record'}: {text}"
 
 
 # --- Routing data the worker attaches to a send and the webhook reads back from a status -----------

@@ -34,7 +34,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from inturn.errors import InturnError, KafkaClientError
 from inturn.kafka import make_producer
-from inturn.schemas import DeadLetter, Message, encode, now_ms
+from inturn.schemas import DeadLetter, Message, encode, now_ms, validate
 from inturn.settings import KafkaSettings
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -61,21 +61,24 @@ def build_message(
     attributes: Mapping[str, str] | None = None,
     created_at_ms: int | None = None,
 ) -> Message:
-    """A validated ``Message`` (``SchemaError``-free: pydantic's ``ValidationError`` on bad fields).
+    """A validated ``Message``; ``SchemaError`` naming the field when one is out of its bounds.
 
     ``message_id`` defaults to a random UUID; it is the platform's idempotency key, so a caller
     that may send the same message twice should pass a stable id of its own.
     """
-    return Message(
-        room_id=room_id,
-        message_id=message_id or uuid.uuid4().hex,
-        platform=platform,
-        account=account,
-        recipient=recipient,
-        payload=dict(payload),
-        created_at_ms=now_ms() if created_at_ms is None else created_at_ms,
-        not_before_ms=not_before_ms,
-        attributes=dict(attributes or {}),
+    return validate(
+        Message,
+        {
+            "room_id": room_id,
+            "message_id": message_id or uuid.uuid4().hex,
+            "platform": platform,
+            "account": account,
+            "recipient": recipient,
+            "payload": dict(payload),
+            "created_at_ms": now_ms() if created_at_ms is None else created_at_ms,
+            "not_before_ms": not_before_ms,
+            "attributes": dict(attributes or {}),
+        },
     )
 
 

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from google.cloud import pubsub_v1
 
 from inturn.kafka import make_consumer
-from inturn.schemas import Message, encode
+from inturn.schemas import Message, decode, encode
 from inturn.sdk import plan_messages, planned_to_message
 from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
@@ -162,6 +162,6 @@ def per_room_seqs(records: list[Record], dedupe: bool = True) -> dict[str, list[
         if dedupe and pubsub_id in seen:
             continue
         seen.add(pubsub_id)
-        message = Message.model_validate_json(record.value)
+        message = decode(Message, record.value)
         rooms.setdefault(message.room_id, []).append(int(message.attributes["seq"]))
     return rooms

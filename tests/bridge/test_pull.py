@@ -6,7 +6,7 @@ import aiohttp
 import pytest
 
 from inturn.kafka import partition_for
-from inturn.schemas import DeadLetter, Message, decode
+from inturn.schemas import DeadLetter, Message, decode, encode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
 from tests.bridge.conftest import Ordered, TopicReader, bridge_settings, per_room_seqs, workload
@@ -59,10 +59,10 @@ async def test_poison_messages_go_to_the_dead_letter_topic_and_the_room_goes_on(
     try:
         ordered.publish(first).result(30)
         poison = {
-            ordered.publish_raw(first.model_dump_json().encode()): "no_room",
+            ordered.publish_raw(encode(first)): "no_room",
             ordered.publish_raw(b"not json at all", ordering_key=first.room_id): "undecodable",
             ordered.publish_raw(b"x" * 3000, ordering_key=first.room_id): "too_large",
-            ordered.publish_raw(first.model_dump_json().encode(), ordering_key="room-other"): "room_mismatch",
+            ordered.publish_raw(encode(first), ordering_key="room-other"): "room_mismatch",
         }
         ordered.publish(last).result(30)
         dlq.until(lambda r: len(r) >= len(poison), 30, "four dead letters")

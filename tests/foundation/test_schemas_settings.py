@@ -16,6 +16,7 @@ from inturn.schemas import (
     decode_callback_data,
     encode,
     encode_callback_data,
+    validate,
 )
 from inturn.settings import KafkaSettings, PostgresSettings, load
 
@@ -35,13 +36,19 @@ def test_a_valid_message_round_trips() -> None:
     ("raw", "reason"),
     [
         (b"not json", "Message: record: Invalid JSON"),
-        (GOOD.replace(b'"room_id":"A",', b""), "Message: room_id: Field required"),
-        (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: String should have at least 1"),
-        (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Input should be 1"),
-        (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: String should match pattern"),
+        (GOOD.replace(b'"room_id":"A",', b""), "Message: room_id: Object missing required field"),
+        (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: Expected `str` of length >= 1"),
+        (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Invalid enum value 2"),
+        (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: Expected `str` matching regex"),
         # PostgreSQL text cannot hold U+0000, and a message's ids are stored there.
-        (GOOD.replace(b'"room_id":"A"', b'"room_id":"A\\u0000B"'), "Message: room_id: String should match pattern"),
-        (GOOD.replace(b'"message_id":"m1"', b'"message_id":"\\u0000"'), "Message: message_id: String should match"),
+        (GOOD.replace(b'"room_id":"A"', b'"room_id":"A\\u0000B"'), "Message: room_id: Expected `str` matching regex"),
+        (GOOD.replace(b'"message_id":"m1"', b'"message_id":"\\u0000"'), "Message: message_id: Expected `str` matching"),
+        (GOOD.replace(b"1700000000000", b"-1"), "Message: created_at_ms: Expected `int` >= 0"),
+        (
+            GOOD.replace(b'"payload":{"type":"text","text":{"body":"hi"}}', b'"payload":[]'),
+            "Message: payload: Expected",
+        ),
+        (GOOD.replace(b'"recipient":"491701"', b'"recipient":7'), "Message: recipient: Expected `str`, got `int`"),
         (None, "empty record"),
     ],
 )
@@ -49,7 +56,16 @@ def test_an_invalid_message_is_refused_with_a_reason_naming_the_field(raw: bytes
     with pytest.raises(SchemaError) as err:
         decode(Message, raw)
     assert err.value.reason.startswith(reason)
+    assert "\n" not in err.value.reason
     assert err.value.raw == raw
+
+
+def test_fields_given_as_text_are_converted_and_bad_ones_refused_naming_the_field() -> None:
+    fields = {"room_id": "A", "message_id": "m1", "platform": "whatsapp", "recipient": "1", "payload": {}}
+    assert validate(Message, {**fields, "created_at_ms": "17"}).created_at_ms == 17
+    with pytest.raises(SchemaError) as err:
+        validate(Message, {**fields, "created_at_ms": "17", "platform": None})
+    assert err.value.reason == "Message: platform: Expected `str`, got `null`"
 
 
 def test_a_room_id_may_be_any_other_text() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import msgspec
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -32,11 +33,11 @@ def spark() -> Iterator[SparkSession]:
 
 def events_frame(spark: SparkSession, events: Sequence[Event]) -> DataFrame:
     """The events as the extract step gives them (one column per ``Event`` field)."""
-    rows = [e.model_dump(mode="json") for e in events]
+    rows = [msgspec.to_builtins(e) for e in events]
     return spark.createDataFrame([tuple(r.get(f.name) for f in EVENT_SCHEMA.fields) for r in rows], EVENT_SCHEMA)
 
 
 def acks_frame(spark: SparkSession, acks: Sequence[Ack]) -> DataFrame:
     """The acks as the extract step gives them."""
-    rows = [a.model_dump(mode="json") for a in acks]
+    rows = [msgspec.to_builtins(a) for a in acks]
     return spark.createDataFrame([tuple(r.get(f.name) for f in ACK_SCHEMA.fields) for r in rows], ACK_SCHEMA)

@@ -28,6 +28,8 @@ fx-instagram/ack = 1.0; fx-whatsapp/fixed-delay = null, with 1 dispatch violatio
 
 from __future__ import annotations
 
+from typing import Any
+
 from inturn.schemas import Ack, AckStatus, Event, EventType, OrderingMode
 from tests.reports.generator import Stream
 
@@ -55,7 +57,7 @@ def hand_fixture(t0: int) -> Stream:
     out = Stream()
 
     def ev(
-        kind: EventType, room: str, msg: str, platform: str, mode: str, part: int, offset: int, ts: int, **kw: object
+        kind: EventType, room: str, msg: str, platform: str, mode: str, part: int, offset: int, ts: int, **kw: Any
     ) -> None:
         out.events.append(Event(type=kind, room_id=room, message_id=msg, platform=platform, partition=part,
                                 offset=offset, worker_id="w-fx", mode=OrderingMode(mode), ts_ms=t0 + ts,

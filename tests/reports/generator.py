@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from inturn.schemas import Ack, AckStatus, Event, EventType, OrderingMode
 
@@ -55,7 +56,7 @@ def _message(
     """Append one message's records; returns the time the room may go on."""
     created = t - rng.randint(0, 500)
 
-    def event(kind: EventType, ts: int, **kw: object) -> None:
+    def event(kind: EventType, ts: int, **kw: Any) -> None:
         out.events.append(
             Event(type=kind, room_id=room, message_id=msg, platform=platform, partition=part, offset=offset,
                   worker_id="w1", mode=OrderingMode(mode), ts_ms=ts, created_at_ms=created, consumed_at_ms=t, **kw)

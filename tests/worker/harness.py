@@ -16,13 +16,27 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiohttp import web
 from confluent_kafka import TopicPartition
 
 from inturn.kafka import AsyncProducer, committed_total, make_consumer, make_producer
-from inturn.schemas import Ack, AckStatus, Event, EventType, Message, decode, decode_callback_data, encode, now_ms
+from inturn.schemas import (
+    ACK_HEADER_MESSAGE_ID,
+    ACK_HEADER_PLATFORM_MESSAGE_ID,
+    ACK_HEADER_STATUS,
+    Ack,
+    AckStatus,
+    Event,
+    EventType,
+    Message,
+    decode,
+    decode_callback_data,
+    encode,
+    now_ms,
+)
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
@@ -65,6 +79,7 @@ class ScriptedPlatform:
         self.receipts: list[Receipt] = []
         self.attempts: list[tuple[str, float, int]] = []  # (message_id, time, HTTP status answered)
         self.acks_published = 0
+        self.ack_headers = True  # set the webhook's Kafka headers on each ack (False: as an older webhook did)
         self._producer: AsyncProducer | None = None
         self._runner: web.AppRunner | None = None
         self._pending: set[asyncio.Task[None]] = set()
@@ -144,7 +159,8 @@ class ScriptedPlatform:
 
     async def _publish(self, ack: Ack) -> None:
         assert self._producer is not None
-        await self._producer.produce(self._settings.topic_acks, encode(ack), key=ack.room_id)
+        headers = ack_headers(ack) if self.ack_headers else None
+        await self._producer.produce(self._settings.topic_acks, encode(ack), key=ack.room_id, headers=headers)
         self.acks_published += 1
 
     def order(self) -> dict[str, list[str]]:
@@ -155,7 +171,7 @@ class ScriptedPlatform:
         return dict(rooms)
 
 
-def message(room: str, message_id: str, recipient: str | None = None, **kw: object) -> Message:
+def message(room: str, message_id: str, recipient: str | None = None, **kw: Any) -> Message:
     """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
     return Message(
         room_id=room,
@@ -199,6 +215,17 @@ def ack_of(room_id: str, n: int, status: AckStatus = AckStatus.SENT) -> Ack:
         platform_ts_ms=now_ms(),
         received_at_ms=now_ms(),
     )
+
+
+def ack_headers(ack: Ack) -> list[tuple[str, str | bytes | None]]:
+    """The Kafka headers the webhook sets on an ack record (the message id only when the platform echoed it)."""
+    headers: list[tuple[str, str | bytes | None]] = [
+        (ACK_HEADER_STATUS, ack.status.value.encode()),
+        (ACK_HEADER_PLATFORM_MESSAGE_ID, ack.platform_message_id.encode()),
+    ]
+    if ack.message_id is not None:
+        headers.append((ACK_HEADER_MESSAGE_ID, ack.message_id.encode()))
+    return headers
 
 
 def publish_acks(settings: KafkaSettings, acks: list[Ack]) -> None:

@@ -19,7 +19,7 @@ from inturn.schemas import AckStatus
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, Routed
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 from tests.worker.harness import ack_of, ack_reader, publish_acks
 
 pytestmark = [pytest.mark.kafka]
@@ -42,7 +42,7 @@ def test_an_acks_partition_is_not_caught_up_before_the_acks_published_before_the
     publish_acks(settings, [ack_of("room-0", n, AckStatus.DELIVERED) for n in range(5)])
     assert acks_end(settings, partition) == 5
     reader = ack_reader(settings)
-    part = PartitionState(partition, lease_s=5)
+    part = Partition(partition, lease_s=5)
     try:
         reader.assign([part], since_ms=0)
         reader._apply_changes()  # the reader's own first step, without its consume round
@@ -75,7 +75,7 @@ async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_work
         "room-0", "room-0#3", "wamid.room-0.3", timed_out=False, partition=partition, offset=3, platform="whatsapp"
     )
     reader = ack_reader(settings, router)
-    part = PartitionState(partition, lease_s=5)
+    part = Partition(partition, lease_s=5)
     try:
         reader.assign([part], since_ms=0)  # the partition comes back
         routed, deadline = 0, time.monotonic() + 30

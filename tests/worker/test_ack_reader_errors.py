@@ -19,7 +19,7 @@ from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.process import free_port
 from inturn_worker.ack_reader import REBUILD_AFTER
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 from tests.worker.harness import ack_of, ack_reader, publish_acks
 
 pytestmark = [pytest.mark.kafka]
@@ -30,7 +30,7 @@ def test_a_kafka_error_while_positioning_the_acks_reader_does_not_escape_it(
 ) -> None:
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
     reader = ack_reader(settings)
-    part = PartitionState(settings.topic_partitions + 5, lease_s=5)  # no such acks partition: Kafka refuses
+    part = Partition(settings.topic_partitions + 5, lease_s=5)  # no such acks partition: Kafka refuses
     try:
         reader.assign([part], since_ms=0)
         try:
@@ -51,8 +51,8 @@ def test_the_acks_reader_refreshes_a_stale_view_of_the_acks_topic_before_it_retr
     purpose: the reader learns the topic, then the topic grows, then a partition beyond the old count is assigned."""
     settings = WorkerSettings(**inturn_topics.model_dump(), worker_group_id=f"g{test_id}", worker_id="w1")
     reader = ack_reader(settings)
-    known = PartitionState(0, lease_s=5)
-    grown = PartitionState(settings.topic_partitions + 2, lease_s=5)
+    known = Partition(0, lease_s=5)
+    grown = Partition(settings.topic_partitions + 2, lease_s=5)
     try:
         reader.assign([known], since_ms=0)
         reader._apply_changes()
@@ -103,14 +103,14 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
                 reader._handle(record)
 
     try:
-        reader.assign([PartitionState(first, lease_s=5)], since_ms=0)
+        reader.assign([Partition(first, lease_s=5)], since_ms=0)
         read_until(3)
         good = reader._consumer
         wedged = make_consumer(settings.model_copy(update={"kafka_bootstrap": f"127.0.0.1:{free_port()}"}), "wedged")
         wedged.incremental_assign(good.assignment())
         reader._consumer = wedged  # the client that can reach no broker
         good.close()
-        reader.assign([PartitionState(second, lease_s=5)], since_ms=0)
+        reader.assign([Partition(second, lease_s=5)], since_ms=0)
         attempts = 0
         while reader._changes:
             assert attempts < 10, "the reader kept its dead client"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from inturn.schemas import EventType
+from inturn.schemas import TERMINAL_EVENTS, EventType
 from inturn.settings import KafkaSettings
 from tests.worker.harness import (
     ScriptedPlatform,
@@ -43,7 +43,17 @@ async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent
     # A6 went out only after A7's 2 s ack timeout; B and C were done long before that.
     assert at["A6"] - at["A7"] >= 2.0
     assert max(at["B2"], at["C4"]) < at["A7"] + 2.0
-    terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(queue)))
+    evts = await events(inturn_topics, expect_terminal=len(queue))
+    # One event per message outcome, and it tells the message's whole story.
+    assert [e.type for e in evts if e.type not in TERMINAL_EVENTS] == []
+    for e in evts:
+        assert e.created_at_ms is not None
+        assert e.consumed_at_ms is not None
+        assert e.sent_at_ms is not None
+        assert e.platform_message_id
+        assert e.attempt == 1
+        assert e.created_at_ms <= e.consumed_at_ms <= e.sent_at_ms <= e.ts_ms
+    terminal = terminal_by_message(evts)
     assert {k.split("-")[1]: v for k, v in terminal.items()} == {
         "A7": [EventType.ACK_TIMEOUT],
         "A6": [EventType.ACK_TIMEOUT],
@@ -66,7 +76,8 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
     produced = [message(room, f"{room}-{n}") for n in range(per_room) for room in rooms]
     produce(inturn_topics, produced)
     group = f"g{test_id}"
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=500)
+    # 2 s: an ack 20 ms after its send must not time out on a loaded machine (each lost one costs its room 2 s).
+    settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=2000)
     async with running_worker(settings):
         await wait_for(lambda: len(platform.receipts) == len(produced), 60, "every message sent")
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(produced)))

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 from inturn.errors import PermanentPlatformError
 from inturn.platforms import PreparedSend, SendResult
-from inturn.schemas import EventType, Message, encode, now_ms
+from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
-from inturn_worker.partition import PartitionState
-from inturn_worker.room import Entry, Rooms
+from inturn_worker.partition import Entry, Partition
+from inturn_worker.room import Rooms
 from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
 
 
@@ -35,17 +35,18 @@ def _message(n: int) -> Message:
     return Message(room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
 
 
-def _rooms(platform: Counting, recorder: Recorder | None = None) -> Rooms:
+def _rooms(platform: Counting, part: Partition, recorder: Recorder | None = None) -> Rooms:
     return Rooms(
         WorkerSettings(worker_prepare_ahead=4),
         {"whatsapp": platform},
         recorder or Recorder(),
         AckRouter(early_ttl_s=60),
         MemoryStore(),  # type: ignore[arg-type]
+        {part.partition: part},
     )
 
 
-def _enqueue(rooms: Rooms, part: PartitionState, count: int) -> list[Entry]:
+def _enqueue(rooms: Rooms, part: Partition, count: int) -> list[Entry]:
     entries = []
     for n in range(count):
         message = _message(n)
@@ -66,8 +67,8 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_order() -> None:
     platform = Counting(refuse_head=False)
-    rooms = _rooms(platform)
-    part = PartitionState(0, lease_s=60)
+    part = Partition(0, lease_s=60)
+    rooms = _rooms(platform, part)
     part.epoch = 1
     part.renew()
     part.mark_acks_ready()
@@ -98,8 +99,8 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     local of a suspended coroutine) keeps about a kilobyte per room alive."""
     platform = Counting(refuse_head=False)
     recorder = Recorder()
-    rooms = _rooms(platform, recorder)
-    part = PartitionState(0, lease_s=60)
+    part = Partition(0, lease_s=60)
+    rooms = _rooms(platform, part, recorder)
     part.epoch = 1
     part.renew()
     part.mark_acks_ready()
@@ -111,5 +112,52 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     answer.set_result(SendResult("wamid.0"))
     await _until(lambda: platform.pending is None and entry.prepared is None)
     await _until(lambda: rendered() is None)
-    assert recorder.events == [(EventType.DISPATCHED, "m0")], "m0 was sent and still awaits its ack"
+    assert recorder.events == [], "m0 was sent and still awaits its ack: its one event comes with its outcome"
+    assert (rooms.describe("R") or {}).get("in_flight") is True
+    await rooms.close()
+
+
+async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_not_the_default() -> None:
+    platform = Counting(refuse_head=False)
+    settings = WorkerSettings(worker_ack_timeout_ms=60_000, worker_ack_timeouts_ms={"whatsapp": 100})
+    part = Partition(0, lease_s=60)
+    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
+    part.epoch = 1
+    part.renew()
+    part.mark_acks_ready()
+    _enqueue(rooms, part, 1)
+    await _until(lambda: platform.pending is not None)
+    assert rooms.stuck() == 0
+    part.rooms["R"].head_since -= 0.15  # waited 150 ms: more than its ack timeout, less than twice
+    assert rooms.stuck() == 0
+    part.rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
+    assert rooms.stuck() == 1
+    await rooms.close()
+
+
+async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_when_idle_long_enough() -> None:
+    platform = Counting(refuse_head=False)
+    recorder = Recorder()
+    part = Partition(0, lease_s=60)
+    settings = WorkerSettings(worker_mode="none", worker_room_idle_ms=300)  # no ack wait: sent is terminal
+    rooms = Rooms(settings, {"whatsapp": platform}, recorder, AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
+    part.epoch = 1
+    part.renew()
+    part.mark_acks_ready()
+    (first,) = _enqueue(rooms, part, 1)
+    await _until(lambda: platform.pending is not None)
+    platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
+    await _until(lambda: part.rooms["R"].wakeup is not None)  # m0 done: the loop waits for the room's next one
+    loop_task = part.rooms["R"].task
+    message = _message(1)
+    part.offsets.consumed(1)
+    rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
+    await _until(lambda: platform.pending is not None)
+    assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"
+    platform.pending[1].set_result(SendResult("wamid.1"))  # type: ignore[index]
+    assert loop_task is not None
+    await asyncio.wait_for(loop_task, 10)  # retires after 300 ms with nothing to send
+    assert "R" not in part.rooms
+    assert [mid for _, mid in recorder.events] == ["m0", "m1"]
+    assert first.offset == 0
     await rooms.close()

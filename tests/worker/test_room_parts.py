@@ -13,8 +13,7 @@ from inturn.schemas import Event, EventType, OrderingMode, decode
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
-from inturn_worker.partition import PartitionState
-from inturn_worker.room import Entry, EntryQueue
+from inturn_worker.partition import Entry, EntryQueue, Partition
 from inturn_worker.timeouts import Deadlines
 from tests.worker.harness import read_topic
 
@@ -54,12 +53,12 @@ async def test_a_deadline_leaves_an_already_resolved_future_alone() -> None:
     assert acked.result() == "ack"
 
 
-def _entry(part: PartitionState, offset: int) -> Entry:
+def _entry(part: Partition, offset: int) -> Entry:
     return Entry(part, offset, b"{}", "room", f"m{offset}", "whatsapp", 0, None, 0)
 
 
 def test_entry_queue_keeps_offset_order_through_appends_pops_and_removals() -> None:
-    a, b = PartitionState(0, 5.0), PartitionState(1, 5.0)
+    a, b = Partition(0, 5.0), Partition(1, 5.0)
     queue = EntryQueue()
     assert not queue
     assert queue.head is None
@@ -98,7 +97,7 @@ async def test_an_event_record_carries_every_field_of_the_event_schema(inturn_to
     )
     assert await log.confirm(wait_s=20)
     (raw,) = read_topic(settings, settings.topic_events, settings.topic_partitions, expect=1)
-    assert set(orjson.loads(raw)) == set(Event.model_fields)  # written whole, not left to the model's defaults
+    assert set(orjson.loads(raw)) == set(Event.__struct_fields__)  # written whole, not left to the model's defaults
     event = decode(Event, raw)
     assert (event.type, event.room_id, event.message_id, event.platform, event.partition, event.offset) == (
         EventType.ACKED,

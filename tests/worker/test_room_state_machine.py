@@ -26,8 +26,8 @@ from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventTyp
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
-from inturn_worker.partition import PartitionState
-from inturn_worker.room import Entry, Rooms
+from inturn_worker.partition import Entry, Partition
+from inturn_worker.room import Rooms
 
 MESSAGES = 6
 
@@ -102,8 +102,8 @@ class RoomMachine(RuleBasedStateMachine):
             worker_rate_burst=10**9,
             worker_breaker_min_calls=10**6,
         )
-        self.rooms = Rooms(cfg, {"whatsapp": self.platform}, self.recorder, self.router, MemoryStore())  # type: ignore[arg-type]
-        self.part = PartitionState(0, lease_s=3600)
+        self.part = Partition(0, lease_s=3600)
+        self.rooms = Rooms(cfg, {"whatsapp": self.platform}, self.recorder, self.router, MemoryStore(), {0: self.part})  # type: ignore[arg-type]
         self.part.epoch = 1
         self.part.renew()
         self.part.mark_acks_ready()
@@ -131,7 +131,9 @@ class RoomMachine(RuleBasedStateMachine):
         while self.loop.time() < deadline:
             await asyncio.sleep(0)
             self._checkpoint_round()
-            running = any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
+            room = self.part.rooms.get("R")
+            idle = room is not None and room.wakeup is not None  # its loop waits for a next message
+            running = not idle and any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
             if not running or self.platform.pending is not None or self._in_flight() is not None:
                 for _ in range(20):  # let callbacks of the state just reached run out
                     await asyncio.sleep(0)
@@ -141,8 +143,8 @@ class RoomMachine(RuleBasedStateMachine):
 
     def _checkpoint_round(self) -> None:
         """What the worker's checkpoint does for the partition when a round succeeds."""
-        self.part.rounds_taken += 1
-        self.part.durable(self.part.rounds_taken, time.monotonic())
+        written, upto = self.part.pending()
+        self.part.durable(written, upto, time.monotonic())
 
     def _terminal(self) -> Counter[str]:
         return Counter(mid for kind, mid in self.recorder.events if kind in TERMINAL_EVENTS)

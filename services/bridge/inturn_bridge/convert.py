@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+import msgspec
 import orjson
-from pydantic import ValidationError
 
 from inturn.errors import SchemaError
-from inturn.schemas import Message, decode
+from inturn.schemas import Message, decode, validate
 from inturn.settings.bridge import BridgeSettings
 
 PUBSUB_ID_ATTRIBUTE = "pubsub_message_id"
@@ -98,7 +98,7 @@ def _from_message_json(record: PubsubRecord, room: str) -> Message | Poison:
             f"room_id {message.room_id!r} differs from the ordering key {room!r}",
             room,
         )
-    return message.model_copy(update={"attributes": {**message.attributes, PUBSUB_ID_ATTRIBUTE: record.message_id}})
+    return msgspec.structs.replace(message, attributes={**message.attributes, PUBSUB_ID_ATTRIBUTE: record.message_id})
 
 
 def _from_attributes(record: PubsubRecord, room: str) -> Message | Poison:
@@ -113,7 +113,8 @@ def _from_attributes(record: PubsubRecord, room: str) -> Message | Poison:
     kept[PUBSUB_ID_ATTRIBUTE] = record.message_id
     try:
         created = attrs.get("created_at_ms") or record.publish_time_ms or 0
-        return Message.model_validate(
+        return validate(
+            Message,
             {
                 "room_id": room,
                 "message_id": attrs.get("message_id") or record.message_id,
@@ -123,9 +124,7 @@ def _from_attributes(record: PubsubRecord, room: str) -> Message | Poison:
                 "payload": payload,
                 "created_at_ms": created,
                 "attributes": kept,
-            }
+            },
         )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "message"
-        return Poison(PoisonKind.UNDECODABLE, f"Message: {where}: {first['msg']}", room)
+    except SchemaError as exc:
+        return Poison(PoisonKind.UNDECODABLE, exc.reason, room)

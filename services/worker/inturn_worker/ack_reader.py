@@ -19,11 +19,19 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
 from inturn.metrics import worker as m
-from inturn.schemas import Ack, DeadLetter, EventType, decode
+from inturn.schemas import (
+    ACK_HEADER_MESSAGE_ID,
+    ACK_HEADER_PLATFORM_MESSAGE_ID,
+    ACK_HEADER_STATUS,
+    Ack,
+    DeadLetter,
+    EventType,
+    decode,
+)
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.events import EventLog
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 
 log = structlog.get_logger("inturn.worker.acks")
 
@@ -40,8 +48,8 @@ class AckReader:
         self._events = events
         self._consumer = self._new_consumer()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
-        self._changes: deque[tuple[str, list[PartitionState], int]] = deque()
-        self._catching_up: dict[int, tuple[PartitionState, int, int]] = {}  # partition -> (state, start, end)
+        self._changes: deque[tuple[str, list[Partition], int]] = deque()
+        self._catching_up: dict[int, tuple[Partition, int, int]] = {}  # partition -> (state, start, end)
         self._stopping = False
         self._retry_at = 0.0
         self._failures = 0  # positioning attempts failed in a row
@@ -61,13 +69,13 @@ class AckReader:
             },
         )
 
-    def assign(self, parts: list[PartitionState], since_ms: int) -> None:
+    def assign(self, parts: list[Partition], since_ms: int) -> None:
         """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
         has read up to where its acks partition ended at the assignment (applied on the reader's thread)."""
         self._router.forget_partitions({p.partition for p in parts})
         self._changes.append(("assign", parts, since_ms))
 
-    def unassign(self, parts: list[PartitionState]) -> None:
+    def unassign(self, parts: list[Partition]) -> None:
         """Stop reading these partitions' acks."""
         self._changes.append(("unassign", parts, 0))
 
@@ -124,7 +132,7 @@ class AckReader:
         except KafkaException as exc:
             log.warning("acks_metadata_refresh_failed", error=str(exc))
 
-    def _apply(self, action: str, parts: list[PartitionState], since_ms: int) -> None:
+    def _apply(self, action: str, parts: list[Partition], since_ms: int) -> None:
         topic = self._settings.topic_acks
         if action != "assign":
             self._consumer.incremental_unassign([TopicPartition(topic, p.partition) for p in parts])
@@ -156,7 +164,7 @@ class AckReader:
             self._catching_up[tp.partition] = (part, tp.offset, ends[tp.partition])
             self._next[tp.partition] = at.offset  # where a rebuilt client resumes until an ack is read
 
-    def _caught_up(self) -> list[PartitionState]:
+    def _caught_up(self) -> list[Partition]:
         """Parts whose acks partition was read up to its end at the assignment."""
         if not self._catching_up:
             return []
@@ -173,7 +181,7 @@ class AckReader:
                 del self._catching_up[tp.partition]
         return ready
 
-    def _step(self) -> tuple[list[Message], list[PartitionState]]:
+    def _step(self) -> tuple[list[Message], list[Partition]]:
         self._apply_changes()
         batch = consume_batch(self._consumer, 1000, 0.1, linger=0.005)  # 5 ms against a platform's 100s
         return batch, self._caught_up()
@@ -199,6 +207,8 @@ class AckReader:
             self._next[partition] = (record.offset() or 0) + 1
 
     def _route(self, record: Message) -> None:
+        if self._settled(record):
+            return
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
@@ -229,8 +239,34 @@ class AckReader:
         elif routed is Routed.DUPLICATE:
             m.for_platform(ack.platform).duplicate_acks.inc()
 
+    def _settled(self, record: Message) -> bool:
+        """Whether the record's headers (set by the webhook) show a status that can no longer change its message's
+        outcome: then it is counted as a duplicate without being decoded. Records without them are decoded."""
+        headers = record.headers()
+        if not headers:
+            return False
+        fields = dict(headers)
+        if ACK_HEADER_STATUS not in fields:
+            return False
+        finished = self._router.settled(
+            _text(record.key()) or "",
+            _text(fields.get(ACK_HEADER_MESSAGE_ID)),
+            _text(fields.get(ACK_HEADER_PLATFORM_MESSAGE_ID)),
+        )
+        if finished is None:
+            return False
+        m.for_platform(finished.platform).duplicate_acks.inc()
+        return True
+
     async def close(self) -> None:
         """Stop reading and close the consumer."""
         self._stopping = True
         await asyncio.get_running_loop().run_in_executor(self._thread, self._consumer.close)
         self._thread.shutdown(wait=False)
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A Kafka key or header value as text (UTF-8 bytes on the wire); None when absent or empty."""
+    if not value:
+        return None
+    return value.decode(errors="replace") if isinstance(value, bytes) else value

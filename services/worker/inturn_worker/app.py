@@ -31,7 +31,7 @@ from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.events import EventLog
 from inturn_worker.health import start_health_server
 from inturn_worker.intake import Intake
-from inturn_worker.partition import PartitionState
+from inturn_worker.partition import Partition
 from inturn_worker.room import Rooms
 from inturn_worker.store import Store
 
@@ -84,12 +84,11 @@ class Worker:
             name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()
         }
         router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
-        rooms = Rooms(settings, adapters, events, router, store)
-        parts: dict[int, PartitionState] = {}
+        parts: dict[int, Partition] = {}  # filled and emptied by the intake's rebalances
+        rooms = Rooms(settings, adapters, events, router, store, parts)
         acks = AckReader(settings, router, events)
-        intake = Intake(settings, parts, rooms, events, store, acks)
-        checkpoint = Checkpoint(settings, parts, rooms, events, store, intake.request_commit)
-        intake.checkpoint = checkpoint
+        checkpoint = Checkpoint(settings, parts, rooms, events, store)
+        intake = Intake(settings, parts, rooms, events, store, acks, checkpoint)
         self._checkpoint = checkpoint
         self._health = await start_health_server(
             settings.worker_http_host, settings.worker_http_port, self._ready, rooms.describe
@@ -107,7 +106,6 @@ class Worker:
         tasks = [
             asyncio.create_task(intake.run(), name="intake"),
             asyncio.create_task(acks.run(), name="acks"),
-            asyncio.create_task(checkpoint.run(), name="checkpoint"),
         ]
         stop_wait = asyncio.create_task(self._stop.wait(), name="stop")
         try:
@@ -123,7 +121,6 @@ class Worker:
             await asyncio.wait([tasks[0]], timeout=5)
             await intake.drain_all()  # bounded drain, final checkpoint, commit: still a group member
             await intake.close()
-            checkpoint.stop()
             await acks.close()
             await rooms.close()
             for task in tasks:

@@ -1,14 +1,19 @@
-"""The messages consumer: batches in, per-room queues out; rebalances, backpressure and commits.
+"""The messages consumer: batches in, per-room queues out; rebalances, backpressure, checkpoints, commits.
 
 All calls on the consumer run on one thread of their own (``consume`` blocks there, one hop per
 batch). Rebalance callbacks run inside ``consume`` on that thread; they hand the asynchronous
 part (claiming epochs, draining rooms, the final checkpoint) to the event loop and block until it
 is done, so partitions are released only after in-flight messages had their bounded grace.
+
+The thread writes no partition: the loop decides pauses and commits and records them in the
+partitions, the thread only carries them out (and hands commit failures back to the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,8 +29,8 @@ from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.events import EventLog
-from inturn_worker.partition import PartitionState
-from inturn_worker.room import Entry, Rooms
+from inturn_worker.partition import Entry, Partition
+from inturn_worker.room import Rooms
 from inturn_worker.store import Store, retrying
 
 log = structlog.get_logger("inturn.worker.intake")
@@ -37,11 +42,12 @@ class Intake:
     def __init__(
         self,
         settings: WorkerSettings,
-        parts: dict[int, PartitionState],
+        parts: dict[int, Partition],
         rooms: Rooms,
         events: EventLog,
         store: Store,
         acks: AckReader,
+        checkpoint: Checkpoint,
     ) -> None:
         self._settings = settings
         self._parts = parts
@@ -54,8 +60,11 @@ class Intake:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="intake")
         self._stopping = False
-        self._pending_commit: dict[int, int] | None = None
-        self.checkpoint: Checkpoint | None = None
+        self._commits: list[TopicPartition] = []  # decided by the loop, sent by the thread
+        self._commit_failures: deque[int] = deque()  # partitions whose commit failed (from the thread)
+        self._pauses: tuple[list[TopicPartition], list[TopicPartition]] = ([], [])  # (pause, resume)
+        self._checkpoint = checkpoint
+        self._last_commit = 0.0
         extra: dict[str, Any] = {
             "session.timeout.ms": settings.worker_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
@@ -76,18 +85,53 @@ class Intake:
             [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         batch_size = self._settings.worker_poll_batch
+        checkpoints = asyncio.create_task(self._checkpoints(), name="checkpoints")
+        try:
+            while not self._stopping:
+                batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
+                if batch:
+                    await self._take(batch)
+                self._events.poll()
+                self._after_commits()
+                self._backpressure()
+                if checkpoints.done():
+                    checkpoints.result()  # a round raised: the worker ends (the caller sees the error)
+        finally:
+            self._checkpoint.wanted.set()  # end a wait for the next round
+            await checkpoints
+
+    async def _checkpoints(self) -> None:
+        """Checkpoint rounds when due (see ``Checkpoint.next_round``); their offsets are committed by the consumer
+        thread's next turn, at most every ``worker_commit_interval_ms``."""
+        commit_every = self._settings.worker_commit_interval_ms / 1000
         while not self._stopping:
-            batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
-            if batch:
-                await self._take(batch)
-            self._events.poll()
+            await self._checkpoint.next_round()
+            if self._stopping:
+                return
+            allowed = await self._round()
+            now = time.monotonic()
+            if allowed is not None and now - self._last_commit >= commit_every:
+                self._last_commit = now
+                self._commits = self._to_commit(allowed)
+
+    async def _round(self, only: list[Partition] | None = None) -> dict[int, int] | None:
+        """One checkpoint round, recorded in the partitions; the offsets it allows to commit (None: it failed)."""
+        result = await self._checkpoint.once(only)
+        if result is None:
+            return None
+        result.apply(self._parts)  # at once: no other round may begin before it is recorded
+        return result.allowed
 
     def _step(self, batch_size: int) -> list[Message]:
-        """On the consumer thread: commit what the checkpoint allowed, apply backpressure, consume."""
-        if self._pending_commit:
-            offsets, self._pending_commit = self._pending_commit, None
-            self._commit(offsets, asynchronous=True)
-        self._backpressure()
+        """On the consumer thread: send the commits and pauses the loop decided, consume."""
+        commits, self._commits = self._commits, []
+        if commits:
+            self._commit(commits, asynchronous=True)
+        (pause, resume), self._pauses = self._pauses, ([], [])
+        if pause:
+            self._consumer.pause(pause)
+        if resume:
+            self._consumer.resume(resume)
         return consume_batch(self._consumer, batch_size, 0.1, linger=0.005)
 
     async def _take(self, batch: list[Message]) -> None:
@@ -137,7 +181,7 @@ class Intake:
                 part.cursors[room_id] = cursor[1] if cursor is not None and cursor[0] == partition else -1
 
     async def _undecodable(
-        self, part: PartitionState, offset: int, raw: bytes, key: bytes | str | None, reason: str
+        self, part: Partition, offset: int, raw: bytes, key: bytes | str | None, reason: str
     ) -> None:
         """An undecodable message: dead letter with the reason, terminal, and the loop goes on."""
         room = key.decode(errors="replace") if isinstance(key, bytes) else key
@@ -162,14 +206,14 @@ class Intake:
             offset,
             detail=letter.reason,
         )
-        part.offsets.terminal(offset)
+        part.skipped(offset)
 
-    # --- backpressure and commits (consumer thread) ------------------------------------------------
+    # --- backpressure and commits (decided on the loop, sent by the consumer thread) -----------------
 
     def _backpressure(self) -> None:
         high, low = self._settings.worker_high_watermark, self._settings.worker_low_watermark
-        pause, resume = [], []
-        for part in list(self._parts.values()):
+        pause, resume = self._pauses
+        for part in self._parts.values():
             buffered = part.offsets.in_flight
             if not part.paused and buffered >= high:
                 part.paused = True
@@ -177,45 +221,45 @@ class Intake:
             elif part.paused and buffered <= low:
                 part.paused = False
                 resume.append(TopicPartition(self._topic, part.partition))
-        if pause:
-            self._consumer.pause(pause)
-        if resume:
-            self._consumer.resume(resume)
         if pause or resume:
+            self._pauses = (pause, resume)
             m.PAUSED_PARTITIONS.set(sum(1 for p in self._parts.values() if p.paused))
 
-    def request_commit(self, offsets: dict[int, int]) -> None:
-        """Called by the checkpoint: commit these offsets at the next turn of the consumer thread."""
-        self._pending_commit = offsets
-
-    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        """Commit results (served on the consumer thread): a failed one is tried again by the next checkpoint."""
-        failed = [tp.partition for tp in partitions if err is not None or tp.error is not None]
-        for partition in failed:
-            part = self._parts.get(partition)
-            if part is not None:
-                part.offsets.committed = None
-        if failed:
-            log.info("commit_retry", partitions=failed, error=str(err or partitions[0].error))
-
-    def _commit(self, offsets: dict[int, int], asynchronous: bool) -> None:
+    def _to_commit(self, allowed: dict[int, int]) -> list[TopicPartition]:
+        """On the loop: the offsets to commit (past what was committed), recorded as committed."""
         tps = []
-        for partition, offset in offsets.items():
+        for partition, offset in allowed.items():
             part = self._parts.get(partition)
             if part is None or part.fenced or (part.offsets.committed is not None and offset <= part.offsets.committed):
                 continue
             part.offsets.committed = offset
             tps.append(TopicPartition(self._topic, partition, offset))
-        if tps:
-            try:
-                if asynchronous:
-                    self._consumer.commit(offsets=tps, asynchronous=True)
-                else:
-                    self._consumer.commit(offsets=tps, asynchronous=False)
-            except Exception as exc:  # noqa: BLE001 - a failed commit is retried by the next checkpoint
-                log.warning("commit_failed", error=str(exc))
-                for tp in tps:
-                    self._parts[tp.partition].offsets.committed = None
+        return tps
+
+    def _after_commits(self) -> None:
+        """On the loop: a partition whose commit failed is committed again by the next checkpoint."""
+        while self._commit_failures:
+            part = self._parts.get(self._commit_failures.popleft())
+            if part is not None:
+                part.offsets.committed = None
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """Commit results (served on the consumer thread): failures go back to the loop."""
+        failed = [tp.partition for tp in partitions if err is not None or tp.error is not None]
+        self._commit_failures.extend(failed)
+        if failed:
+            log.info("commit_retry", partitions=failed, error=str(err or partitions[0].error))
+
+    def _commit(self, tps: list[TopicPartition], asynchronous: bool) -> None:
+        """On the consumer thread: send a commit the loop decided."""
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=tps, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=tps, asynchronous=False)
+        except Exception as exc:  # noqa: BLE001 - a failed commit is retried by the next checkpoint
+            log.warning("commit_failed", error=str(exc))
+            self._commit_failures.extend(tp.partition for tp in tps)
 
     # --- rebalances (consumer thread → event loop) -------------------------------------------------
 
@@ -233,50 +277,48 @@ class Intake:
     async def _assigned(self, numbers: list[int]) -> None:
         since = now_ms() - self._settings.worker_ack_lookback_ms
         for partition in numbers:
-            self._parts[partition] = PartitionState(partition, self._lease_s)
+            self._parts[partition] = Partition(partition, self._lease_s, self._checkpoint.wanted)
         self._acks.assign([self._parts[p] for p in numbers], since)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
-        if self.checkpoint is not None:
-            await self.checkpoint.once(only=[self._parts[p] for p in numbers])
+        await self._round(only=[self._parts[p] for p in numbers])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = [tp.partition for tp in partitions if tp.partition in self._parts]
-        if not numbers:
-            return
-        log.info("partitions_revoked", partitions=numbers)
-        for partition in numbers:
-            # Set here, on the consumer thread, so no room starts a send for these partitions from now on,
-            # even before the event loop gets to the drain below (a plain attribute write is atomic).
-            self._parts[partition].revoked = True
+        numbers = [tp.partition for tp in partitions]
         grace = self._settings.worker_revoke_grace_ms / 1000
-        allowed = self._in_loop(self._revoked(numbers, grace), timeout=grace + 30)
-        if allowed:
-            self._commit(allowed, asynchronous=False)
-        for partition in numbers:
-            self._parts.pop(partition, None)
-        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+        commits = self._in_loop(self._revoked(numbers, grace), timeout=grace + 30)
+        if commits:
+            self._commit(commits, asynchronous=False)
 
-    async def _revoked(self, numbers: list[int], grace: float) -> dict[int, int] | None:
-        parts = [self._parts[p] for p in numbers]
+    async def _revoked(self, numbers: list[int], grace: float) -> list[TopicPartition]:
+        """Drain the partitions' rooms within ``grace``, checkpoint them, let them go; the final commit."""
+        parts = [self._parts[p] for p in numbers if p in self._parts]
+        if not parts:
+            return []
+        log.info("partitions_revoked", partitions=[p.partition for p in parts])
+        for part in parts:
+            part.revoke()  # no room starts a send for them from now on
         await self._rooms.drain(parts, grace)
-        allowed = await self.checkpoint.once(only=parts) if self.checkpoint is not None else None
+        allowed = await self._round(only=parts)
+        commits = self._to_commit(allowed) if allowed else []
         self._acks.unassign(parts)
-        return allowed
+        for part in parts:
+            self._parts.pop(part.partition, None)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+        return commits
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        numbers = [tp.partition for tp in partitions if tp.partition in self._parts]
-        log.warning("partitions_lost", partitions=numbers)
-        self._in_loop(self._lost(numbers), timeout=30)
-        for partition in numbers:
-            self._parts.pop(partition, None)
-        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+        self._in_loop(self._lost([tp.partition for tp in partitions]), timeout=30)
 
     async def _lost(self, numbers: list[int]) -> None:
-        parts = [self._parts[p] for p in numbers]
+        parts = [self._parts[p] for p in numbers if p in self._parts]
+        log.warning("partitions_lost", partitions=[p.partition for p in parts])
         for part in parts:
-            part.fenced = True  # lost: another worker may own it already; nothing more from us
+            part.fence()  # lost: another worker may own it already; nothing more from us
         await self._rooms.drain(parts, 0)
         self._acks.unassign(parts)
+        for part in parts:
+            self._parts.pop(part.partition, None)
+        m.ASSIGNED_PARTITIONS.set(len(self._parts))
 
     # --- shutdown ------------------------------------------------------------------------------------
 
@@ -296,14 +338,9 @@ class Intake:
         if not numbers:
             return
         log.info("partitions_released", partitions=numbers)
-        for partition in numbers:
-            self._parts[partition].revoked = True
-        allowed = await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
-        if allowed:
-            await self._loop.run_in_executor(self._thread, self._commit, allowed, False)
-        for partition in numbers:
-            self._parts.pop(partition, None)
-        m.ASSIGNED_PARTITIONS.set(len(self._parts))
+        commits = await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
+        if commits:
+            await self._loop.run_in_executor(self._thread, self._commit, commits, False)
 
     async def close(self) -> None:
         """Leave the group and close the consumer (after ``drain_all``, the revoke callback has nothing left)."""

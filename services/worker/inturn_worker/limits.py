@@ -1,4 +1,5 @@
-"""Per platform account: a token bucket (rate limit) and a circuit breaker; and retry backoff.
+"""Sending one message: per platform account a token bucket (rate limit) and a circuit breaker, and
+retries of transient failures with full-jitter backoff (Retry-After honoured).
 
 While a breaker is open, rooms of that account wait; nothing is dropped.
 """
@@ -10,6 +11,14 @@ import contextlib
 import random
 import time
 from collections import deque
+
+from inturn.errors import PermanentPlatformError, TransientPlatformError
+from inturn.metrics import worker as m
+from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
+from inturn.schemas import EventType, now_ms
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.events import EventLog
+from inturn_worker.partition import Entry
 
 
 class TokenBucket:
@@ -110,3 +119,108 @@ class CircuitBreaker:
 def full_jitter_backoff(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
     """AWS-style full jitter: uniform in [0, min(cap, base * 2**attempt)] (attempt counts from 0)."""
     return rng.uniform(0.0, min(cap_s, base_s * (2**attempt)))
+
+
+class SendFailed(Exception):
+    """A permanent failure of one message; what is known of its send goes into its terminal event."""
+
+    def __init__(
+        self, reason: str, sent_at_ms: int | None = None, platform_message_id: str | None = None, attempt: int = 1
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.sent_at_ms = sent_at_ms
+        self.platform_message_id = platform_message_id
+        self.attempt = attempt
+
+
+class Sends:
+    """One message to its platform: the account's token bucket and circuit breaker, retries with backoff."""
+
+    def __init__(self, settings: WorkerSettings, events: EventLog) -> None:
+        self._settings = settings
+        self._events = events
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
+
+    async def send(self, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> tuple[SendResult, int, int]:
+        """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time.
+
+        ``SendFailed`` when the platform refused the message or the retries ran out."""
+        settings = self._settings
+        platform = entry.platform
+        key = (platform, prepared.account)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = TokenBucket(settings.worker_rate_limit_per_s, settings.worker_rate_burst)
+        breaker = self._breakers.get(key)
+        if breaker is None:
+            breaker = self._breakers[key] = CircuitBreaker(
+                settings.worker_breaker_failure_ratio,
+                settings.worker_breaker_min_calls,
+                settings.worker_breaker_window_s,
+                settings.worker_breaker_open_s,
+                settings.worker_breaker_probes,
+            )
+        send_latency = m.for_platform(platform).send_latency
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            wait = bucket.reserve()  # a token, and how long to wait before using it
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if breaker.state != "closed":
+                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(1)
+                await breaker.admit()
+                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
+            if not entry.part.admitted():
+                await entry.part.admit()
+            sent_at_ms = now_ms()
+            t0 = time.perf_counter()
+            try:
+                result = await adapter.send(prepared)
+            except TransientPlatformError as exc:
+                breaker.record(False)
+                send_latency.observe(time.perf_counter() - t0)
+                elapsed = time.monotonic() - started
+                if (
+                    attempt >= settings.worker_retry_max_attempts
+                    or elapsed * 1000 >= settings.worker_retry_max_elapsed_ms
+                ):
+                    raise SendFailed(
+                        f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}", attempt=attempt
+                    ) from exc
+                delay = (
+                    exc.retry_after
+                    if exc.retry_after is not None
+                    else full_jitter_backoff(
+                        attempt - 1,
+                        settings.worker_retry_base_ms / 1000,
+                        settings.worker_retry_cap_ms / 1000,
+                        self._rng,
+                    )
+                )
+                reason = "throttled" if exc.status == 429 else "server_error" if exc.status else "connection"
+                m.RETRIES.labels(platform, reason).inc()
+                self._events.emit(
+                    EventType.RETRIED,
+                    entry.room_id,
+                    entry.message_id,
+                    platform,
+                    entry.part.partition,
+                    entry.offset,
+                    attempt=attempt,
+                    detail=f"{exc.reason}; next in {delay:.3f}s",
+                )
+                await asyncio.sleep(delay)
+                continue
+            except PermanentPlatformError as exc:
+                send_latency.observe(time.perf_counter() - t0)
+                raise SendFailed(exc.reason, attempt=attempt) from exc
+            breaker.record(True)
+            send_latency.observe(time.perf_counter() - t0)
+            # The adapter's stamp is when the request left, after any wait for a pooled connection: ack latency
+            # (and the adaptive timeout learning from it) must not count that wait.
+            return result, attempt, result.sent_at_ms or sent_at_ms

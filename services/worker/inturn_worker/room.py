@@ -1,6 +1,7 @@
 """One sender loop per active room: send message N, wait for N's ack or timeout, only then N+1.
 
-A room's loop is created with its first buffered message and ends when its queue is empty.
+A room's loop is created with its first buffered message, takes the room's messages as they come, and
+retires after ``INTURN_WORKER_ROOM_IDLE_MS`` with nothing to send (no task per message).
 Rooms never wait for each other; the only things they share are bounded on purpose: a token
 bucket and a circuit breaker per platform account, a connection pool per platform, and (in
 'partition' mode only) one in-flight message per partition.
@@ -9,149 +10,24 @@ bucket and a circuit breaker per platform account, a connection pool per platfor
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import structlog
 
-from inturn.errors import PermanentPlatformError, TransientPlatformError
+from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
-from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import Ack, AckStatus, DeadLetter, EventType, Message, OrderingMode, decode, now_ms
+from inturn.platforms import PlatformAdapter, PreparedSend
+from inturn.schemas import Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
+from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
-from inturn_worker.limits import CircuitBreaker, TokenBucket, full_jitter_backoff
-from inturn_worker.partition import PartitionGone, PartitionState
-from inturn_worker.store import CursorUpdate, Store, retrying
-from inturn_worker.timeouts import AckTimeout, Deadlines
+from inturn_worker.limits import SendFailed, Sends
+from inturn_worker.partition import Entry, Partition, PartitionGone, Room
+from inturn_worker.store import Store
+from inturn_worker.timeouts import AckTimeouts, Deadlines
 
 log = structlog.get_logger("inturn.worker.room")
-
-
-@dataclass(slots=True)
-class Entry:
-    """One consumed message waiting its turn in its room.
-
-    It keeps the consumed bytes and the few fields the loop reads, not the decoded message: a decoded
-    message costs twice its bytes, and tens of thousands wait at once. The message is decoded again
-    (a few microseconds; it was validated at intake) only to render it, and a dead letter gets the
-    original bytes.
-    """
-
-    part: PartitionState
-    offset: int
-    raw: bytes
-    room_id: str
-    message_id: str
-    platform: str
-    created_at_ms: int
-    not_before_ms: int | None
-    consumed_at_ms: int
-    prepared: PreparedSend | PermanentPlatformError | None = None
-    next: Entry | None = None  # the room's next entry (see EntryQueue)
-
-    @classmethod
-    def of(cls, part: PartitionState, offset: int, raw: bytes, message: Message, consumed_at_ms: int) -> Entry:
-        """The entry of ``message``, decoded from ``raw``."""
-        return cls(
-            part,
-            offset,
-            raw,
-            message.room_id,
-            message.message_id,
-            message.platform,
-            message.created_at_ms,
-            message.not_before_ms,
-            consumed_at_ms,
-        )
-
-    def message(self) -> Message:
-        """The message, decoded again from its bytes."""
-        return decode(Message, self.raw)
-
-
-class EntryQueue:
-    """A room's entries in offset order, chained through ``Entry.next``.
-
-    A ``deque`` reserves a 64-slot block even for one entry (about 600 bytes); most rooms hold one or
-    two messages, and tens of thousands of rooms wait at once.
-    """
-
-    __slots__ = ("_head", "_size", "_tail")
-
-    def __init__(self) -> None:
-        self._head: Entry | None = None
-        self._tail: Entry | None = None
-        self._size = 0
-
-    def append(self, entry: Entry) -> None:
-        """Add ``entry`` at the end."""
-        entry.next = None
-        if self._tail is None:
-            self._head = entry
-        else:
-            self._tail.next = entry
-        self._tail = entry
-        self._size += 1
-
-    @property
-    def head(self) -> Entry | None:
-        """The first entry (None when empty)."""
-        return self._head
-
-    def popleft(self) -> Entry:
-        """Remove and return the first entry."""
-        entry = self._head
-        if entry is None:
-            raise IndexError("pop from an empty room queue")
-        self._head = entry.next
-        if self._head is None:
-            self._tail = None
-        entry.next = None
-        self._size -= 1
-        return entry
-
-    def remove_if(self, drop: Callable[[Entry], bool]) -> None:
-        """Keep only the entries ``drop`` is false for, in order."""
-        entries = [e for e in self if not drop(e)]
-        self._head = self._tail = None
-        self._size = 0
-        for entry in entries:
-            self.append(entry)
-
-    def __iter__(self) -> Iterator[Entry]:
-        entry = self._head
-        while entry is not None:
-            following = entry.next
-            yield entry
-            entry = following
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __bool__(self) -> bool:
-        return self._head is not None
-
-
-@dataclass(slots=True)
-class Room:
-    """A room's queue (room order = offset order) and its running loop, if any."""
-
-    room_id: str
-    queue: EntryQueue = field(default_factory=EntryQueue)
-    task: asyncio.Task[None] | None = None
-    in_flight: bool = False
-    blocked: bool = False
-    head_since: float = 0.0
-
-
-class _Failed(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Rooms:
@@ -164,24 +40,21 @@ class Rooms:
         events: EventLog,
         router: AckRouter,
         store: Store,
+        parts: dict[int, Partition],
     ) -> None:
         self._settings = settings
+        self._parts = parts  # the partitions this worker owns, each holding its rooms
         self._adapters = adapters
         self._events = events
         self._router = router
         self._store = store
         self._mode = OrderingMode(settings.worker_mode)
         self._awaits_ack = self._mode in (OrderingMode.ACK, OrderingMode.PARTITION)
-        self._rooms: dict[str, Room] = {}
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
-        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
-        self._timeouts: dict[str, AckTimeout] = {}
-        self._timeouts_shown: dict[str, float] = {}
+        self._sends = Sends(settings, events)
+        self._timeouts = AckTimeouts(settings)
+        self._letters = DeadLetters(settings, events, store)
         self._deadlines = Deadlines()
-        self._cursor_updates: dict[str, CursorUpdate] = {}
-        self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
         self._prepare_ahead = settings.worker_prepare_ahead
-        self._blocking = settings.worker_dead_letter_policy == "block"
 
     # --- intake side -------------------------------------------------------------------------------
 
@@ -193,22 +66,26 @@ class Rooms:
         the worker's RSS then read 277-305 MiB in 9 of 10 runs, against 262-266 MiB in the 4 runs without it.
         """
         room_id = entry.room_id
-        room = self._rooms.get(room_id)
+        rooms = entry.part.rooms
+        room = rooms.get(room_id)
         if room is None:
-            room = self._rooms[room_id] = Room(room_id)
+            room = rooms[room_id] = Room(room_id, entry.part)
+        if not room.queue:
+            room.head_since = time.monotonic()
         room.queue.append(entry)
         if room.task is None:
-            room.head_since = time.monotonic()
             room.task = asyncio.create_task(self._run(room), name=f"room:{room_id}")
+        elif room.wakeup is not None and not room.wakeup.done():
+            room.wakeup.set_result(None)  # the room's loop was idle: it takes this one
 
     @property
     def active(self) -> int:
-        """Rooms with buffered messages."""
-        return len(self._rooms)
+        """Rooms with buffered messages (idle loops not counted)."""
+        return sum(1 for part in self._parts.values() for room in part.rooms.values() if room.queue)
 
     def describe(self, room_id: str) -> dict[str, object] | None:
         """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
-        room = self._rooms.get(room_id)
+        room = next((r for part in self._parts.values() if (r := part.rooms.get(room_id)) is not None), None)
         if room is None:
             return None
         head = room.queue.head
@@ -223,34 +100,26 @@ class Rooms:
             "head_waiting_s": round(time.monotonic() - room.head_since, 3),
         }
 
-    def take_cursor_updates(self) -> list[CursorUpdate]:
-        """The cursor changes since the last call (the checkpoint writes them)."""
-        updates = list(self._cursor_updates.values())
-        self._cursor_updates.clear()
-        return updates
-
-    def restore_cursor_updates(self, updates: list[CursorUpdate]) -> None:
-        """Put back updates a failed checkpoint could not write (newer ones win)."""
-        for update in updates:
-            current = self._cursor_updates.get(update.room_id)
-            if current is None or (current.partition == update.partition and current.offset < update.offset):
-                self._cursor_updates[update.room_id] = update
-
     def stuck(self) -> int:
-        """Rooms whose head message has waited longer than its ack timeout (a gauge for alerts)."""
+        """Rooms whose head message has waited more than twice its platform's ack timeout (a gauge for alerts)."""
         now = time.monotonic()
-        limit = self._settings.worker_ack_timeout_ms / 1000
-        return sum(1 for room in self._rooms.values() if room.queue and now - room.head_since > 2 * limit)
+        stuck = 0
+        for room in (r for part in self._parts.values() for r in part.rooms.values()):
+            head = room.queue.head
+            if head is not None and now - room.head_since > 2 * self._timeouts.of(head.platform).seconds:
+                stuck += 1
+        return stuck
 
     # --- revoke / drain ----------------------------------------------------------------------------
 
-    async def drain(self, parts: list[PartitionState], grace_s: float) -> None:
+    async def drain(self, parts: list[Partition], grace_s: float) -> None:
         """Stop new sends for ``parts``; let in-flight messages finish within ``grace_s``; drop the rest."""
         for part in parts:
-            part.revoked = True
-            part.wake()
-        gone = {id(p) for p in parts}
-        rooms = [r for r in self._rooms.values() if r.queue.head is not None and id(r.queue.head.part) in gone]
+            part.revoke()
+        rooms = [room for part in parts for room in part.rooms.values()]
+        for room in rooms:
+            if room.wakeup is not None and not room.wakeup.done():
+                room.wakeup.set_result(None)  # an idle loop: it sees the partition gone and ends
         tasks = [r.task for r in rooms if r.task is not None]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
@@ -265,44 +134,66 @@ class Rooms:
                 cut_off=len(pending),
                 grace_s=grace_s,
             )
-        for room in rooms:
-            room.queue.remove_if(lambda e: id(e.part) in gone)
-            self._router.forget_room(room.room_id)
-            if not room.queue and room.task is None:
-                self._rooms.pop(room.room_id, None)
-        m.ACTIVE_ROOMS.set(len(self._rooms))
+        for part in parts:
+            for room_id in part.rooms:
+                self._router.forget_room(room_id)
+            part.rooms.clear()
+        m.ACTIVE_ROOMS.set(self.active)
 
     async def close(self) -> None:
         """Cancel every room loop (after a drain)."""
-        tasks = [r.task for r in self._rooms.values() if r.task is not None]
+        tasks = [r.task for part in self._parts.values() for r in part.rooms.values() if r.task is not None]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        self._rooms.clear()
+        for part in self._parts.values():
+            part.rooms.clear()
 
     # --- the loop ----------------------------------------------------------------------------------
 
     async def _run(self, room: Room) -> None:
+        """The room's loop: its messages one after the other; it stays for ``worker_room_idle_ms`` after the last
+        one (a room's next message rarely waits long) and then retires."""
+        part = room.part
+        idle_s = self._settings.worker_room_idle_ms / 1000
+        durable_first = False
         try:
-            while (entry := room.queue.head) is not None:
-                if entry.part.gone:
+            while True:
+                entry = room.queue.head
+                if entry is None:
+                    if part.gone or not await self._idle(room, idle_s):
+                        return
+                    continue
+                if part.gone:
                     return
+                if durable_first:
+                    # The previous one ended without an ack (timed out, dead-lettered): nothing on the acks topic
+                    # proves it done, so its cursor must be in PostgreSQL before this send, or a new owner of the
+                    # partition would send it again as well as this one.
+                    await part.wait_durable()
                 durable_first = await self._deliver(room, entry)
                 room.queue.popleft()
-                if durable_first and room.queue:
-                    # It ended without an ack (timed out, dead-lettered): nothing on the acks topic proves it
-                    # done, so its cursor must be in PostgreSQL before the next send, or a new owner of the
-                    # partition would send it again as well as the one in flight.
-                    await entry.part.wait_durable()
                 room.head_since = time.monotonic()
         except PartitionGone:
             return
         finally:
             room.task = None
             room.in_flight = False
-            if not room.queue:
-                self._rooms.pop(room.room_id, None)
+            if not room.queue and room.part.rooms.get(room.room_id) is room:
+                del room.part.rooms[room.room_id]
+
+    async def _idle(self, room: Room, idle_s: float) -> bool:
+        """Wait up to ``idle_s`` for the room's next message; whether one came."""
+        wakeup: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        room.wakeup = wakeup
+        deadline = self._deadlines.add(idle_s, wakeup)
+        try:
+            await wakeup
+        finally:
+            self._deadlines.cancel(deadline)
+            room.wakeup = None
+        return room.queue.head is not None
 
     async def _deliver(self, room: Room, entry: Entry) -> bool:
         """Take one message to its terminal outcome; True when that outcome left no ack behind."""
@@ -312,10 +203,10 @@ class Rooms:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=f"room cursor at {cursor}")
             return False
-        if room.blocked or (self._blocking and await self._store_blocked(room.room_id)):
+        if room.blocked or (self._letters.blocking and await self._letters.is_blocked(room.room_id)):
             room.blocked = True
             m.BLOCKED_ROOMS.inc()
-            await self._wait_unblocked(room, part)
+            await self._letters.wait_released(room, part)
             m.BLOCKED_ROOMS.dec()
         if entry.not_before_ms is not None:
             delay = (entry.not_before_ms - now_ms()) / 1000
@@ -329,14 +220,14 @@ class Rooms:
                 async with part.lock:  # one message in flight per partition
                     return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
             return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
-        except _Failed as failure:
-            await self._dead_letter(room, entry, failure.reason)
+        except SendFailed as failure:
+            await self._dead_letter(room, entry, failure)
             return True
 
     def _adapter(self, platform: str) -> PlatformAdapter:
         adapter = self._adapters.get(platform)
         if adapter is None:
-            raise _Failed(f"no adapter for platform {platform!r}")
+            raise SendFailed(f"no adapter for platform {platform!r}")
         return adapter
 
     @staticmethod
@@ -349,7 +240,7 @@ class Rooms:
                 prepared = exc
             entry.prepared = prepared
         if isinstance(prepared, PermanentPlatformError):
-            raise _Failed(prepared.reason)
+            raise SendFailed(prepared.reason)
         return prepared
 
     async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> bool:
@@ -369,26 +260,13 @@ class Rooms:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
                     return False
         room.in_flight = True
-        result, attempt, sent_at_ms = await self._send(entry, adapter, prepared)
+        result, attempt, sent_at_ms = await self._sends.send(entry, adapter, prepared)
         # Sent: the rendered body is not needed again, and the room may wait long for its ack. Every reference
         # goes, the parameter too: with tens of thousands of rooms awaiting acks, a kilobyte each adds up.
         entry.prepared = None
         del prepared
         metrics = m.for_platform(platform)
-        metrics.dispatched.inc()
-        self._events.emit(
-            EventType.DISPATCHED,
-            room.room_id,
-            entry.message_id,
-            platform,
-            entry.part.partition,
-            entry.offset,
-            attempt=attempt,
-            created_at_ms=entry.created_at_ms,
-            consumed_at_ms=entry.consumed_at_ms,
-            sent_at_ms=sent_at_ms,
-            platform_message_id=result.platform_message_id,
-        )
+        metrics.dispatched.inc()  # no event: the message's terminal event carries when and how it was sent
         if future is None:
             if self._mode is OrderingMode.FIXED_DELAY:
                 self._prepare_next(room, adapter)
@@ -404,7 +282,7 @@ class Rooms:
             return False
         self._router.sent(room.room_id, entry.message_id, result.platform_message_id)
         self._prepare_next(room, adapter)
-        timeout = self._timeout(platform)
+        timeout = self._timeouts.of(platform)
         deadline = self._deadlines.add(timeout.seconds, future)
         try:
             ack = await future
@@ -434,7 +312,9 @@ class Rooms:
     ) -> None:
         if ack.status is AckStatus.FAILED:
             # The platform took the message but could not deliver it: a permanent failure of this message.
-            raise _Failed(f"platform reported failed: {ack.error or 'no reason given'}")
+            raise SendFailed(
+                f"platform reported failed: {ack.error or 'no reason given'}", sent_at_ms, platform_message_id, attempt
+            )
         m.for_platform(entry.platform).acked.inc()
         self._terminal(
             room,
@@ -446,103 +326,6 @@ class Rooms:
             attempt=attempt,
             detail=ack.status.value,
         )
-
-    async def _send(
-        self, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend
-    ) -> tuple[SendResult, int, int]:
-        """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time."""
-        settings = self._settings
-        platform = entry.platform
-        key = (platform, prepared.account)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = TokenBucket(settings.worker_rate_limit_per_s, settings.worker_rate_burst)
-        breaker = self._breakers.get(key)
-        if breaker is None:
-            breaker = self._breakers[key] = CircuitBreaker(
-                settings.worker_breaker_failure_ratio,
-                settings.worker_breaker_min_calls,
-                settings.worker_breaker_window_s,
-                settings.worker_breaker_open_s,
-                settings.worker_breaker_probes,
-            )
-        send_latency = m.for_platform(platform).send_latency
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            attempt += 1
-            wait = bucket.reserve()  # a token, and how long to wait before using it
-            if wait > 0:
-                await asyncio.sleep(wait)
-            if breaker.state != "closed":
-                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(1)
-                await breaker.admit()
-                m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
-            if not entry.part.admitted():
-                await entry.part.admit()
-            sent_at_ms = now_ms()
-            t0 = time.perf_counter()
-            try:
-                result = await adapter.send(prepared)
-            except TransientPlatformError as exc:
-                breaker.record(False)
-                send_latency.observe(time.perf_counter() - t0)
-                elapsed = time.monotonic() - started
-                if (
-                    attempt >= settings.worker_retry_max_attempts
-                    or elapsed * 1000 >= settings.worker_retry_max_elapsed_ms
-                ):
-                    raise _Failed(f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}") from exc
-                delay = (
-                    exc.retry_after
-                    if exc.retry_after is not None
-                    else full_jitter_backoff(
-                        attempt - 1,
-                        settings.worker_retry_base_ms / 1000,
-                        settings.worker_retry_cap_ms / 1000,
-                        self._rng,
-                    )
-                )
-                reason = "throttled" if exc.status == 429 else "server_error" if exc.status else "connection"
-                m.RETRIES.labels(platform, reason).inc()
-                self._events.emit(
-                    EventType.RETRIED,
-                    entry.room_id,
-                    entry.message_id,
-                    platform,
-                    entry.part.partition,
-                    entry.offset,
-                    attempt=attempt,
-                    detail=f"{exc.reason}; next in {delay:.3f}s",
-                )
-                await asyncio.sleep(delay)
-                continue
-            except PermanentPlatformError as exc:
-                send_latency.observe(time.perf_counter() - t0)
-                raise _Failed(exc.reason) from exc
-            breaker.record(True)
-            send_latency.observe(time.perf_counter() - t0)
-            # The adapter's stamp is when the request left, after any wait for a pooled connection: ack latency
-            # (and the adaptive timeout learning from it) must not count that wait.
-            return result, attempt, result.sent_at_ms or sent_at_ms
-
-    def _timeout(self, platform: str) -> AckTimeout:
-        timeout = self._timeouts.get(platform)
-        if timeout is None:
-            s = self._settings
-            timeout = self._timeouts[platform] = AckTimeout(
-                s.ack_timeout_ms(platform) / 1000,
-                adaptive=s.worker_adaptive_timeout,
-                quantile=s.worker_adaptive_quantile,
-                factor=s.worker_adaptive_factor,
-                min_s=s.worker_adaptive_min_ms / 1000,
-                max_s=s.worker_adaptive_max_ms / 1000,
-            )
-        seconds = timeout.seconds
-        if seconds != self._timeouts_shown.get(platform):  # the gauge is set when the timeout changes, not per send
-            self._timeouts_shown[platform] = seconds
-            m.for_platform(platform).ack_timeout_seconds.set(seconds)
-        return timeout
 
     def _prepare_next(self, room: Room, adapter: PlatformAdapter) -> None:
         """Render the next few messages of the room while this one waits (sends stay in order)."""
@@ -556,32 +339,19 @@ class Rooms:
             except PermanentPlatformError as exc:
                 entry.prepared = exc
 
-    async def _dead_letter(self, room: Room, entry: Entry, reason: str) -> None:
-        letter = DeadLetter.of(
-            "worker",
-            reason,
-            entry.raw,
-            room_id=room.room_id,
-            message_id=entry.message_id,
-            topic=self._settings.topic_messages,
-            partition=entry.part.partition,
-            offset=entry.offset,
+    async def _dead_letter(self, room: Room, entry: Entry, failure: SendFailed) -> None:
+        await self._letters.keep(room, entry, failure.reason)
+        self._terminal(
+            room,
+            entry,
+            EventType.DEAD_LETTERED,
+            sent_at_ms=failure.sent_at_ms,
+            platform_message_id=failure.platform_message_id,
+            attempt=failure.attempt,
+            detail=failure.reason,
         )
-        self._events.dead_letter(letter, room.room_id)
-        await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
-        m.DEAD_LETTERS.labels(entry.platform, _reason_kind(reason)).inc()
-        log.warning(
-            "dead_lettered",
-            reason=reason,
-            room_id=room.room_id,
-            message_id=entry.message_id,
-            partition=entry.part.partition,
-            offset=entry.offset,
-        )
-        self._terminal(room, entry, EventType.DEAD_LETTERED, detail=reason)
-        if self._blocking:
-            room.blocked = True
-            await retrying(lambda: self._store.block(room.room_id, reason), "block_room", lambda: entry.part.fenced)
+        if self._letters.blocking:
+            await self._letters.block(room, failure.reason)
 
     def _terminal(
         self,
@@ -624,38 +394,7 @@ class Rooms:
                 offset=entry.offset,
                 platform=entry.platform,
             )
-        if part.fenced:
-            return  # another worker owns the partition now: nothing of ours may mark it done
-        part.offsets.terminal(entry.offset)
         if type_ is EventType.SKIPPED_DUPLICATE:
-            return  # the cursor is already past it; moving it back would re-send what follows
-        part.cursors[room.room_id] = entry.offset
-        self._cursor_updates[room.room_id] = CursorUpdate(
-            room.room_id, part.partition, entry.offset, entry.message_id, type_.value
-        )
-
-    async def _store_blocked(self, room_id: str) -> bool:
-        """Policy 'block' only: whether an operator still has to release the room."""
-        return await retrying(lambda: self._store.is_blocked(room_id), "is_blocked")
-
-    async def _wait_unblocked(self, room: Room, part: PartitionState) -> None:
-        """Policy 'block': the room waits until an operator deletes its blocked_rooms row."""
-        log.warning("room_blocked", room_id=room.room_id, partition=part.partition)
-        while await retrying(lambda: self._store.is_blocked(room.room_id), "is_blocked", lambda: part.gone):
-            if part.gone:
-                raise PartitionGone(part.partition)
-            await asyncio.sleep(2.0)  # an operator's action is rare; polling every 2 s is plenty
-        room.blocked = False
-
-
-def _reason_kind(reason: str) -> str:
-    """A low-cardinality label for a dead-letter reason."""
-    if reason.startswith("gave up"):
-        return "retries_exhausted"
-    if reason.startswith("platform reported failed"):
-        return "platform_failed"
-    if reason.startswith("HTTP 4"):
-        return "rejected"
-    if reason.startswith("no adapter"):
-        return "unknown_platform"
-    return "other"
+            part.skipped(entry.offset)
+        else:
+            part.finished(room.room_id, entry.offset, entry.message_id, type_.value)

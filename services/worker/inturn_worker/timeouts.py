@@ -15,6 +15,9 @@ import math
 from collections import deque
 from typing import Any
 
+from inturn.metrics import worker as m
+from inturn.settings.worker import WorkerSettings
+
 
 class AckTimeout:
     """The ack timeout in force for one platform."""
@@ -104,3 +107,31 @@ class Deadlines:
                 future.set_result(None)
         if heap:
             self._arm(loop, heap[0][0])
+
+
+class AckTimeouts:
+    """The ack timeout in force per platform (created on first use from the settings)."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self._settings = settings
+        self._timeouts: dict[str, AckTimeout] = {}
+        self._shown: dict[str, float] = {}
+
+    def of(self, platform: str) -> AckTimeout:
+        """``platform``'s timeout; its gauge is set when the value changes, not per send."""
+        timeout = self._timeouts.get(platform)
+        if timeout is None:
+            s = self._settings
+            timeout = self._timeouts[platform] = AckTimeout(
+                s.ack_timeout_ms(platform) / 1000,
+                adaptive=s.worker_adaptive_timeout,
+                quantile=s.worker_adaptive_quantile,
+                factor=s.worker_adaptive_factor,
+                min_s=s.worker_adaptive_min_ms / 1000,
+                max_s=s.worker_adaptive_max_ms / 1000,
+            )
+        seconds = timeout.seconds
+        if seconds != self._shown.get(platform):
+            self._shown[platform] = seconds
+            m.for_platform(platform).ack_timeout_seconds.set(seconds)
+        return timeout

@@ -1,0 +1,46 @@
+"""When checkpoint rounds run: periodically, and at once for a room that waits for its cursor to be durable."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.checkpoint import Checkpoint
+from inturn_worker.partition import Partition
+
+
+def _checkpoint(flush_ms: int) -> Checkpoint:
+    # next_round reads only the clock and the partitions' requests: nothing else is reached.
+    return Checkpoint(WorkerSettings(worker_cursor_flush_ms=flush_ms), {}, None, None, None)  # type: ignore[arg-type]
+
+
+async def test_a_room_waiting_for_durability_gets_a_round_at_once_not_after_the_interval() -> None:
+    checkpoint = _checkpoint(flush_ms=600_000)
+    checkpoint._last_round = time.monotonic()  # a round just began: the next periodic one is 10 minutes away
+    due = asyncio.create_task(checkpoint.next_round())
+    await asyncio.sleep(0)
+    assert not due.done()
+    part = Partition(0, lease_s=60, durability_wanted=checkpoint.wanted)
+    part.offsets.consumed(0)
+    part.finished("R", 0, "m0", "ack_timeout")
+    durable = asyncio.create_task(part.wait_durable())  # the room's next message waits for m0's cursor
+    await asyncio.wait_for(due, 10)
+    assert not durable.done(), "durable only once a round that began after the request succeeded"
+    written, upto = part.pending()  # what the round does: reads the partition's changes, writes them
+    assert [(u.room_id, u.offset, u.outcome) for u in written] == [("R", 0, "ack_timeout")]
+    part.durable(written, upto, time.monotonic())
+    assert part.updates == {}
+    await asyncio.wait_for(durable, 10)
+
+
+async def test_without_a_request_the_next_round_waits_for_the_interval() -> None:
+    checkpoint = _checkpoint(flush_ms=600_000)
+    checkpoint._last_round = time.monotonic()
+    due = asyncio.create_task(checkpoint.next_round())
+    for _ in range(100):
+        await asyncio.sleep(0)
+    assert not due.done()
+    checkpoint._last_round -= 600  # the interval has passed
+    due.cancel()
+    await asyncio.wait_for(checkpoint.next_round(), 10)
