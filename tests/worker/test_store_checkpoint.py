@@ -8,8 +8,8 @@ import asyncpg
 import pytest
 
 from inturn.db.migrate import migrate
+from inturn.db.store import CursorUpdate, Store
 from inturn.schemas import DeadLetter
-from inturn_worker.store import CursorUpdate, Store
 
 pytestmark = pytest.mark.postgres
 

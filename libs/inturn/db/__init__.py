@@ -1,4 +1,6 @@
-"""PostgreSQL access shared by the services: connection pools and schema migrations."""
+"""inturn's PostgreSQL: the one home of its SQL. ``migrations`` define the tables, ``store`` is what the worker
+reads and writes (epochs, cursors, dead letters, blocked rooms), ``operator`` what ``inturn rooms`` and ``inturn dlq``
+read and change, ``pool`` how connections are made."""
 
 from inturn.db.migrate import applied_versions, migrate
 

@@ -1,7 +1,8 @@
 """The worker: consumes ``inturn.messages`` and sends each room's messages in turn.
 
-Read top to bottom: ``app`` (lifecycle) → ``intake`` (Kafka consumer, rebalances, commits) →
-``room`` (one sender loop per room: send, await ack or timeout, next) → ``acks`` (the acks
-reader and the futures it resolves). ``offsets``, ``limits``, ``timeouts``, ``store`` and
-``events`` are the bookkeeping those files call.
+Read top to bottom (docs/architecture.md walks one message through these): ``app`` (lifecycle) → ``intake``
+(Kafka consumer, rebalances, checkpoint rounds, commits) → ``partition`` (a partition's rooms, offsets, cursors,
+epoch and lease) → ``room`` (one sender loop per room: send, await ack or timeout, next) → ``ack_reader`` and
+``acks`` (the acks partition and the futures it resolves) → ``events``. ``limits``, ``timeouts``,
+``dead_letters`` and ``checkpoint`` are what those call; the SQL is ``inturn.db.store``.
 """

@@ -20,6 +20,7 @@ from aiohttp import web
 from inturn import topics
 from inturn.db import migrate
 from inturn.db.pool import create_pool
+from inturn.db.store import Store
 from inturn.kafka import make_admin, make_producer
 from inturn.metrics import worker as m
 from inturn.platforms import ADAPTERS, PlatformAdapter
@@ -33,7 +34,6 @@ from inturn_worker.health import start_health_server
 from inturn_worker.intake import Intake
 from inturn_worker.partition import Partition
 from inturn_worker.room import Rooms
-from inturn_worker.store import Store
 
 log = structlog.get_logger("inturn.worker")
 
@@ -90,10 +90,9 @@ class Worker:
         checkpoint = Checkpoint(settings, parts, rooms, events, store)
         intake = Intake(settings, parts, rooms, events, store, acks, checkpoint)
         self._checkpoint = checkpoint
-        self._health = await start_health_server(
+        self._health, self.http_port = await start_health_server(
             settings.worker_http_host, settings.worker_http_port, self._ready, rooms.describe
         )
-        self.http_port = _bound_port(self._health)
         log.info(
             "worker_started",
             worker_id=settings.worker_id,
@@ -133,14 +132,6 @@ class Worker:
             await pool.close()
             await self._health.cleanup()
             log.info("worker_stopped")
-
-
-def _bound_port(runner: web.AppRunner) -> int | None:
-    for site in runner.sites:
-        server = getattr(site, "_server", None)
-        if server is not None and server.sockets:
-            return int(server.sockets[0].getsockname()[1])
-    return None
 
 
 def main(settings: WorkerSettings) -> None:

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import structlog
 
+from inturn.db.store import POSTGRES_ERRORS, CursorUpdate, Store
 from inturn.metrics import worker as m
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Partition
 from inturn_worker.room import Rooms
-from inturn_worker.store import POSTGRES_ERRORS, CursorUpdate, Store
 
 log = structlog.get_logger("inturn.worker.checkpoint")
 

@@ -11,12 +11,12 @@ import asyncio
 
 import structlog
 
+from inturn.db.store import Store, retrying
 from inturn.metrics import worker as m
 from inturn.schemas import DeadLetter
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
-from inturn_worker.store import Store, retrying
 
 log = structlog.get_logger("inturn.worker.room")
 

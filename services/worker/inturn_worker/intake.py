@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from inturn.db.store import Store, retrying
 from inturn.errors import SchemaError
 from inturn.kafka import consume_batch, make_consumer
 from inturn.metrics import worker as m
@@ -31,7 +32,6 @@ from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from inturn_worker.store import Store, retrying
 
 log = structlog.get_logger("inturn.worker.intake")
 

@@ -24,10 +24,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from inturn.db.store import CursorUpdate
 from inturn.errors import PermanentPlatformError
 from inturn.platforms import PreparedSend
 from inturn.schemas import Message, decode
-from inturn_worker.store import CursorUpdate
 
 
 @dataclass(slots=True)

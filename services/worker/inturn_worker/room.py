@@ -14,6 +14,7 @@ import time
 
 import structlog
 
+from inturn.db.store import Store
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import PlatformAdapter, PreparedSend
@@ -24,7 +25,6 @@ from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.limits import SendFailed, Sends
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
-from inturn_worker.store import Store
 from inturn_worker.timeouts import AckTimeouts, Deadlines
 
 log = structlog.get_logger("inturn.worker.room")
