@@ -23,6 +23,7 @@ from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.receipts import Report
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER
+from tests.waiting import wait_until
 from tests.worker.harness import committed
 
 #: The platform and worker timings of the durability tests: 40 ms median latency, 10% of callbacks
@@ -95,11 +96,12 @@ class Scenario:
 
     def wait_drained(self, total: int, within: float) -> None:
         """Wait until ``done``; the drain time runs from the last fault (or the start) to then."""
-        deadline = time.monotonic() + within
-        while not self.done(total):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: not drained after {within}s: {self.line.report().summary()}")
-            time.sleep(1.0)  # polling the condition above, with a deadline
+        wait_until(
+            lambda: self.done(total),
+            within,
+            lambda: f"{self.name} drained: {self.line.report().summary()}",
+            every=1.0,
+        )
         self.drained_at = time.monotonic()
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
+from tests.waiting import wait_until
 from tests.worker.harness import committed
 
 #: A platform with realistic latency that loses 10% of callbacks; workers with short timeouts.
@@ -45,11 +45,9 @@ def pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, te
 
 def wait_done(line: Pipeline, total: int, within: float) -> None:
     """Wait until every produced message reached the device and the group committed every offset."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+
+    def done() -> bool:
         received = {(r["room_id"], r["message_id"]) for r in line.receipts()}
-        if len(received) >= total and committed(line.topics, line.group) >= total:
-            return
-        time.sleep(0.5)
-    report = line.report()
-    raise AssertionError(f"not done after {within}s: {report.summary()}")
+        return len(received) >= total and committed(line.topics, line.group) >= total
+
+    wait_until(done, within, lambda: f"every message done: {line.report().summary()}", every=0.5)

@@ -17,17 +17,19 @@ from inturn.settings import KafkaSettings
 from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 def wait_received(line: Pipeline, count: int, within: float = 60) -> None:
     """Wait until the platform received ``count`` distinct messages."""
-    deadline = time.monotonic() + within
-    while len({(r["room_id"], r["message_id"]) for r in line.receipts()}) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"fewer than {count} received after {within}s")
-        time.sleep(0.2)
+    wait_until(
+        lambda: len({(r["room_id"], r["message_id"]) for r in line.receipts()}) >= count,
+        within,
+        f"{count} distinct messages at the platform",
+        every=0.2,
+    )
 
 
 async def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +13,7 @@ from aiohttp import web
 
 from inturn.schemas import encode_callback_data
 from inturn_sim.run import RunningSim
+from tests.waiting import eventually
 
 APP_SECRET = "test-app-secret"
 TOKEN = "test-token"
@@ -64,12 +63,8 @@ class Hook:
 
 
 async def until(condition: Callable[[], bool], within: float = 5.0, what: str = "condition") -> None:
-    """Poll ``condition`` until it holds; fail the test after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.01)
+    """Poll ``condition`` until it holds; fail the test after ``within`` seconds (``tests.waiting.eventually``)."""
+    await eventually(condition, within, what, every=0.01)
 
 
 def message(to: str, room: str | None = None, message_id: str | None = None) -> dict[str, Any]:

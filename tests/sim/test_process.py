@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from inturn_devtools.process import free_port
 from inturn_devtools.receipts import check, load_receipts
+from tests.waiting import wait_until
 
 from .support import message
 
@@ -32,16 +32,7 @@ def _post(url: str, body: object) -> int:
 
 
 def _wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            if condition():
-                return
-        except (urllib.error.URLError, ConnectionError):
-            pass  # not listening yet
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_until(condition, within, what, ignore=(urllib.error.URLError, ConnectionError))  # not listening yet
 
 
 def test_inturn_sim_serves_writes_its_receipt_file_and_flushes_it_on_sigterm(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import random
 import time
 from collections import defaultdict, deque
@@ -43,6 +42,7 @@ from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
+from tests.waiting import eventually
 
 
 @dataclass
@@ -279,18 +279,8 @@ async def running_worker(settings: WorkerSettings) -> AsyncIterator[Worker]:
 async def wait_for(
     condition: Callable[[], bool | Awaitable[bool]], within: float, what: str, blocking: bool = False
 ) -> None:
-    """Poll ``condition`` until true or fail after ``within`` seconds (on a thread when it blocks; awaited when
-    it returns an awaitable, e.g. a database query)."""
-    deadline = time.monotonic() + within
-
-    async def holds() -> bool:
-        result = await asyncio.to_thread(condition) if blocking else condition()
-        return await result if inspect.isawaitable(result) else result
-
-    while not await holds():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for: {what}")
-        await asyncio.sleep(0.05)
+    """``tests.waiting.eventually`` under the name the worker's tests use."""
+    await eventually(condition, within, what, blocking=blocking)
 
 
 def committed(settings: KafkaSettings, group: str) -> int:
