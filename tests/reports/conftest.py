@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from inturn.schemas import Ack, Event
+from inturn.schemas import Ack, Event, encode
 from inturn_reports.extract import ACK_SCHEMA, EVENT_SCHEMA
 from inturn_reports.session import spark_session
 
@@ -32,11 +33,11 @@ def spark() -> Iterator[SparkSession]:
 
 def events_frame(spark: SparkSession, events: Sequence[Event]) -> DataFrame:
     """The events as the extract step gives them (one column per ``Event`` field)."""
-    rows = [e.model_dump(mode="json") for e in events]
+    rows = [json.loads(encode(e)) for e in events]  # the record as on the topic
     return spark.createDataFrame([tuple(r.get(f.name) for f in EVENT_SCHEMA.fields) for r in rows], EVENT_SCHEMA)
 
 
 def acks_frame(spark: SparkSession, acks: Sequence[Ack]) -> DataFrame:
     """The acks as the extract step gives them."""
-    rows = [a.model_dump(mode="json") for a in acks]
+    rows = [json.loads(encode(a)) for a in acks]
     return spark.createDataFrame([tuple(r.get(f.name) for f in ACK_SCHEMA.fields) for r in rows], ACK_SCHEMA)
