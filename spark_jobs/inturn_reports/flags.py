@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", type=Path, help="folder with events/ and acks/ (INTURN_REPORT_INPUT_DIR)")
     parser.add_argument("--out", type=Path, help="output folder (INTURN_REPORT_OUT_DIR)")
     parser.add_argument("--top-n", type=int, help="worst rooms per measure and day (INTURN_REPORT_TOP_N)")
+    parser.add_argument(
+        "--nights", type=int, help="nights of earlier output the trend charts cover (INTURN_REPORT_NIGHTS)"
+    )
     parser.add_argument("--jdbc-url", help="also write summary tables to PostgreSQL (INTURN_REPORT_JDBC_URL)")
 
 
@@ -32,6 +35,7 @@ def settings_from(args: argparse.Namespace) -> ReportSettings:
         "report_input_dir": args.input,
         "report_out_dir": args.out,
         "report_top_n": args.top_n,
+        "report_nights": args.nights,
         "report_jdbc_url": args.jdbc_url,
     }
     return load(ReportSettings, **{k: v for k, v in flags.items() if v is not None})

@@ -23,16 +23,20 @@ from inturn_reports.settings import ReportSettings
 from inturn_reports.transform import (
     FACT_COLUMNS,
     ReportParams,
+    TrendParams,
     latency_histogram,
     message_facts,
+    nightly,
+    platforms,
     rooms,
     summary,
     timeline,
     worst_rooms,
+    worst_rooms_of_the_nights,
 )
 
 #: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
-TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram")
+TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Ta
         "worst_rooms": worst_rooms(per_room, params),
         "timeline": timeline(facts, params),
         "latency_histogram": latency_histogram(facts, params),
+        "platforms": platforms(facts, params),
     }
     return Tables({name: frame.persist(StorageLevel.MEMORY_AND_DISK) for name, frame in tables.items()}, facts)
 
@@ -110,6 +115,18 @@ def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms:
 
 def _rows(frame: DataFrame, *order: str) -> list[dict[str, Any]]:
     return [row.asDict() for row in frame.orderBy(*order).collect()]
+
+
+def _trends(spark: SparkSession, out: Path, params: TrendParams) -> page.Trends:
+    """The last nights as this run and earlier ones wrote them under ``out`` (Parquet, partitioned by date)."""
+    platform_rows = spark.read.parquet(str(out / "platforms"))
+    room_rows = spark.read.parquet(str(out / "rooms"))
+    return page.Trends(
+        first=params.first,
+        last=params.last,
+        nightly=_rows(nightly(platform_rows, params), "date", "platform"),
+        worst_rooms=_rows(worst_rooms_of_the_nights(room_rows, params), "measure", "rank"),
+    )
 
 
 def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> ReportRun:
@@ -142,6 +159,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         _rows(tables["worst_rooms"], "date", "measure", "rank"),
         _rows(tables["timeline"], "bucket_start_ms", "mode"),
         _rows(tables["latency_histogram"], "date", "mode", "measure", "upper_ms"),
+        _trends(spark, out, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
         meta,
     )
     html_path = out / "report.html"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -12,6 +13,17 @@ from inturn_reports.charts import bar_chart
 from inturn_reports.transform import LATENCY_EDGES_MS
 
 Record = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Trends:
+    """The last nights, as the trend section shows them: ``platforms`` rows and the worst rooms over them."""
+
+    first: dt.date
+    last: dt.date
+    nightly: Sequence[Record]
+    worst_rooms: Sequence[Record]
+
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
@@ -136,14 +148,55 @@ def _in_turn_check(summary: Sequence[Record]) -> str:
     return f"Dispatch-order violations in ack mode: {violations:,} of {pairs:,} consecutive dispatches ({verdict})."
 
 
+#: The trend charts: (chart id, title, column of the ``platforms`` rows, scale to the plotted unit, format).
+_TREND_CHARTS: list[tuple[str, str, str, float, Callable[[float], str]]] = [
+    ("trend-out-of-order", "Out-of-order rate at the device (% of pairs inverted), per night and platform",
+     "out_of_order_rate", 100.0, lambda v: f"{v:.1f}%"),
+    ("trend-ack-timeouts", "Ack timeouts per night and platform", "ack_timeouts", 1.0, lambda v: f"{v:,.0f}"),
+    ("trend-delivered", "Delivery rate (% of messages delivered or read), per night and platform",
+     "delivered_rate", 100.0, lambda v: f"{v:.1f}%"),
+    ("trend-e2e-p99", "End-to-end latency p99 (ms), per night and platform", "e2e_p99_ms", 1.0,
+     lambda v: f"{v:,.0f}"),
+]  # fmt: skip
+
+
+def _trend_section(trends: Trends) -> str:
+    nights = sorted({row["date"] for row in trends.nightly})
+    platforms = sorted({row["platform"] for row in trends.nightly})
+    by_key = {(row["date"], row["platform"]): row for row in trends.nightly}
+    labels = [night.isoformat() for night in nights]
+    charts = []
+    for chart_id, title, column, scale, fmt in _TREND_CHARTS:
+        series = {
+            platform: [
+                scale * float(value)
+                if (row := by_key.get((night, platform))) is not None and (value := row[column]) is not None
+                else 0.0
+                for night in nights
+            ]
+            for platform in platforms
+        }
+        charts.append(bar_chart(chart_id, title, labels, series, fmt=fmt))
+    worst_cols = [("measure", "measure"), ("rank", "#"), ("room_id", "room"), ("platform", "platform"),
+                  ("mode", "mode"), ("nights", "nights"), ("messages", "messages"), ("value", "value")]  # fmt: skip
+    span = f"{trends.first.isoformat()} to {trends.last.isoformat()}"
+    return (
+        f'<h2>Trends: the nights {escape(span)}</h2>\n<p class="meta">{len(nights)} of them reported.</p>\n'
+        + "\n".join(charts)
+        + f"\n<h3>Worst rooms over these nights</h3>\n{_table(trends.worst_rooms, worst_cols, 'worst-rooms-nights')}"
+    )
+
+
 def render(
     summary: Sequence[Record],
     worst: Sequence[Record],
     timeline: Sequence[Record],
     histogram: Sequence[Record],
+    trends: Trends,
     meta: Mapping[str, str],
 ) -> str:
-    """The whole report page: headline table, three charts, worst rooms. Needs no network to display."""
+    """The whole report page: headline table, three charts, worst rooms, then the trends over the last
+    nights (four charts and their worst rooms). Needs no network to display."""
     info = " · ".join(f"{escape(k)}: {escape(v)}" for k, v in meta.items())
     worst_cols = [("date", "date"), ("measure", "measure"), ("rank", "#"), ("room_id", "room"),
                   ("platform", "platform"), ("mode", "mode"), ("value", "value")]  # fmt: skip
@@ -164,5 +217,6 @@ def render(
 {_timeline_chart(timeline)}
 <h2>Worst rooms</h2>
 {_table(worst, worst_cols, "worst-rooms")}
+{_trend_section(trends)}
 </body></html>
 """

@@ -5,9 +5,26 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from inturn_reports.jars import report_jars
+
+#: Adaptive query execution, in both modes: Spark re-plans each stage from the sizes the previous
+#: one really wrote, merging small shuffle partitions and splitting skewed ones (a room with far
+#: more messages than the others).
+ADAPTIVE = {
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.adaptive.skewJoin.enabled": "true",
+}
+#: On a cluster (under spark-submit), unless spark-submit says otherwise: start from many shuffle
+#: partitions and let AQE merge them by size (64 MB each), not down to the default parallelism.
+CLUSTER_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "400",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64m",
+}
 
 
 def spark_session(
@@ -21,16 +38,29 @@ def spark_session(
     """The active session, or a new one on ``master`` with the Kafka source and JDBC driver on its classpath.
 
     Under ``spark-submit`` (``SPARK_SUBMIT`` context already running) the cluster's settings win:
-    ``master`` and ``driver_memory`` are only applied when this process starts the JVM itself.
+    ``master``, ``driver_memory`` and ``shuffle_partitions`` are only applied when this process
+    starts the JVM itself (local mode: a few partitions per core, each merged by AQE to no fewer
+    than the cores); on a cluster ``CLUSTER_DEFAULTS`` fill in what spark-submit did not set.
+    AQE (``ADAPTIVE``) is on in both unless ``conf`` turns it off.
     """
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
     )
+    for key, value in ADAPTIVE.items():
+        builder = builder.config(key, value)
     if "SPARK_ENV_LOADED" not in os.environ:  # not launched by spark-submit: this process owns the JVM
-        builder = builder.master(master).config("spark.driver.memory", driver_memory)
+        builder = (
+            builder.master(master)
+            .config("spark.driver.memory", driver_memory)
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        )
+    else:
+        submitted = SparkConf()  # what spark-submit passed (--conf, spark-defaults.conf)
+        for key, value in CLUSTER_DEFAULTS.items():
+            if not submitted.contains(key):
+                builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     if with_jars:

@@ -28,6 +28,9 @@ class ReportSettings(KafkaSettings):
     report_shuffle_partitions: int = Field(8, ge=1, description="spark.sql.shuffle.partitions.")
     report_driver_memory: str = Field("2g", description="spark.driver.memory in local mode.")
     report_top_n: int = Field(10, ge=1, description="How many worst rooms to list per measure and day.")
+    report_nights: int = Field(
+        7, ge=1, description="How many nights (up to --to) the trend charts and the worst rooms of the week cover."
+    )
     report_grace_ms: int = Field(
         3_600_000,
         ge=0,

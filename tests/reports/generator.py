@@ -4,6 +4,11 @@ Rooms are spread over platforms, ordering modes and partitions. Messages meet ev
 report counts: acked, ack timeout (some with a late ack), retries, dead letters, duplicate
 dispatches, skipped duplicates, acks that name the message and acks matched only by platform
 message id, statuses that never arrive, and device deliveries that overtake each other.
+
+Two shapes of the worker's events: with a ``dispatched`` event per send besides the terminal event
+(older nights), or the terminal event alone, carrying the send's ``sent_at_ms`` and
+``platform_message_id`` (one event per message outcome). A re-send after a rebalance shows only in
+the first shape (two ``dispatched`` events); in the second the terminal event names the last send.
 """
 
 from __future__ import annotations
@@ -27,8 +32,13 @@ class Stream:
     acks: list[Ack] = field(default_factory=list)
 
 
-def generate(seed: int, rooms: int, messages_per_room: int, start_ms: int, span_ms: int) -> Stream:
-    """Events and acks of ``rooms`` rooms with about ``messages_per_room`` messages each, from ``start_ms``."""
+def generate(
+    seed: int, rooms: int, messages_per_room: int, start_ms: int, span_ms: int, *, dispatched_events: bool = True
+) -> Stream:
+    """Events and acks of ``rooms`` rooms with about ``messages_per_room`` messages each, from ``start_ms``.
+
+    Without ``dispatched_events`` no ``dispatched`` event is written: the terminal one carries the send.
+    """
     rng = random.Random(seed)
     out = Stream()
     offsets = [0] * PARTITIONS
@@ -40,7 +50,10 @@ def generate(seed: int, rooms: int, messages_per_room: int, start_ms: int, span_
         clock = start_ms + rng.randrange(span_ms)
         for m in range(rng.randint(1, 2 * messages_per_room - 1)):
             offsets[partition] += rng.randint(1, 3)  # other rooms share the partition
-            clock = _message(rng, out, room, f"{room}-m{m:03d}", platform, mode, partition, offsets[partition], clock)
+            msg = f"{room}-m{m:03d}"
+            clock = _message(rng, out, (room, msg, platform, mode), partition, offsets[partition], clock)
+    if not dispatched_events:
+        out.events = [e for e in out.events if e.type != EventType.DISPATCHED]
     # Acks for messages nobody dispatched (another deployment's, or garbage) must be ignored.
     for i in range(3):
         out.acks.append(
@@ -50,10 +63,9 @@ def generate(seed: int, rooms: int, messages_per_room: int, start_ms: int, span_
     return out
 
 
-def _message(
-    rng: random.Random, out: Stream, room: str, msg: str, platform: str, mode: str, part: int, offset: int, t: int
-) -> int:
-    """Append one message's records; returns the time the room may go on."""
+def _message(rng: random.Random, out: Stream, names: tuple[str, str, str, str], part: int, offset: int, t: int) -> int:
+    """Append one message's records (``names``: room, message, platform, mode); returns when the room may go on."""
+    room, msg, platform, mode = names
     created = t - rng.randint(0, 500)
 
     def event(kind: EventType, ts: int, **kw: Any) -> None:

@@ -31,6 +31,7 @@ class Msg:
     first_ts: int
     created: int | None
     types: list[str]
+    dispatches: int
     dispatch_ms: int | None
     terminal_ms: int | None
     delivered_ts: int | None = None
@@ -74,25 +75,28 @@ def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> 
         by_key[(e.room_id, e.message_id)].append(e)
     owner: dict[str, tuple[str, str]] = {}
     for e in events:
-        if e.type == "dispatched" and e.platform_message_id:
+        # The send's platform message id is on its dispatched event, and on the terminal event too.
+        if (e.type == "dispatched" or e.type in TERMINAL) and e.platform_message_id:
             owner.setdefault(e.platform_message_id, (e.room_id, e.message_id))
     out: dict[tuple[str, str], Msg] = {}
     for key, evs in by_key.items():
         dispatch = [e.sent_at_ms if e.sent_at_ms is not None else e.ts_ms for e in evs if e.type == "dispatched"]
+        if not dispatch:  # events without dispatched ones: the terminal event says when it was sent
+            dispatch = [e.sent_at_ms for e in evs if e.type in TERMINAL and e.sent_at_ms is not None]
         terminal = [e.ts_ms for e in evs if e.type in TERMINAL]
         created = [e.created_at_ms for e in evs if e.created_at_ms is not None]
         out[key] = Msg(
             room=key[0], msg=key[1], platform=min(e.platform for e in evs), mode=min(e.mode.value for e in evs),
             partition=min(e.partition for e in evs), offset=min(e.offset for e in evs),
             first_ts=min(e.ts_ms for e in evs), created=min(created) if created else None,
-            types=[e.type.value for e in evs], dispatch_ms=min(dispatch) if dispatch else None,
-            terminal_ms=min(terminal) if terminal else None,
+            types=[e.type.value for e in evs], dispatches=len(dispatch),
+            dispatch_ms=min(dispatch) if dispatch else None, terminal_ms=min(terminal) if terminal else None,
         )  # fmt: skip
     for a in acks:
         key = (a.room_id, a.message_id) if a.message_id is not None else owner.get(a.platform_message_id)  # type: ignore[assignment]
         m = out.get(key) if key else None
-        if m is None:
-            continue
+        if m is None or (a.message_id is not None and a.platform != m.platform):
+            continue  # no such message, or an ack naming it from another platform
         ts = a.platform_ts_ms
         if a.status == "delivered":
             m.delivered_ts = ts if m.delivered_ts is None else min(m.delivered_ts, ts)
@@ -117,7 +121,7 @@ def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> 
                 m.violation = m.dispatch_ms < last_terminal
             if m.device is not None:
                 last_device = m.device
-            if m.n("dispatched") > 0 and m.terminal_ms is not None:
+            if m.dispatches > 0 and m.terminal_ms is not None:
                 last_terminal = m.terminal_ms
     return kept
 
@@ -136,7 +140,7 @@ def summary(msgs: list[Msg]) -> list[dict[str, Any]]:
         count = len(ms)
         row: dict[str, Any] = {
             "date": date, "platform": platform, "mode": mode, "messages": count,
-            "dispatched": sum(m.n("dispatched") > 0 for m in ms),
+            "dispatched": sum(m.dispatches > 0 for m in ms),
             "delivered": sum(m.delivered_ts is not None or m.read for m in ms),
             "acked": sum(m.n("acked") > 0 for m in ms),
             "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms),
@@ -145,7 +149,7 @@ def summary(msgs: list[Msg]) -> list[dict[str, Any]]:
             "dead_letters": sum(m.n("dead_lettered") > 0 for m in ms),
             "skipped_duplicates": sum(m.n("skipped_duplicate") > 0 for m in ms),
             "sent_unacked": sum(m.n("sent") > 0 for m in ms),
-            "duplicates": sum(m.n("dispatched") > 1 for m in ms),
+            "duplicates": sum(m.dispatches > 1 for m in ms),
             "failed": sum(m.failed for m in ms),
             "no_device_ts": sum(m.device is None for m in ms),
         }  # fmt: skip
@@ -230,3 +234,45 @@ def latency_histogram(msgs: list[Msg]) -> list[dict[str, Any]]:
     return [
         {"date": d, "mode": mo, "measure": me, "upper_ms": u, "messages": n} for (d, mo, me, u), n in counts.items()
     ]
+
+
+def platforms(msgs: list[Msg]) -> list[dict[str, Any]]:
+    """The platforms table's rows (per day and platform, every mode together)."""
+    groups: dict[tuple[dt.date, str], list[Msg]] = defaultdict(list)
+    for m in msgs:
+        groups[(m.date, m.platform)].append(m)
+    rows = []
+    for (date, platform), ms in groups.items():
+        delivered = sum(m.delivered_ts is not None or m.read for m in ms)
+        pairs, inverted = sum(m.inverted is not None for m in ms), sum(m.inverted is True for m in ms)
+        e2e = [v for m in ms if (v := m.latency("e2e")) is not None]
+        rows.append({
+            "date": date, "platform": platform, "messages": len(ms), "delivered": delivered,
+            "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms), "pairs": pairs, "inverted": inverted,
+            "e2e_p99_ms": percentile(e2e, 0.99), "delivered_rate": _rate(delivered, len(ms)),
+            "out_of_order_rate": _rate(inverted, pairs),
+        })  # fmt: skip
+    return rows
+
+
+def worst_rooms_of_the_nights(msgs: list[Msg], top_n: int) -> list[dict[str, Any]]:
+    """The worst rooms over every night of ``msgs`` together, by out-of-order rate and by ack timeouts."""
+    groups: dict[tuple[str, str, str], list[Msg]] = defaultdict(list)
+    for m in msgs:
+        groups[(m.room, m.platform, m.mode)].append(m)
+    per_room: list[dict[str, Any]] = []
+    for (room, platform, mode), ms in groups.items():
+        pairs, inverted = sum(m.inverted is not None for m in ms), sum(m.inverted is True for m in ms)
+        per_room.append({
+            "room_id": room, "platform": platform, "mode": mode, "nights": len({m.date for m in ms}),
+            "messages": len(ms), "pairs": pairs, "out_of_order_rate": _rate(inverted, pairs),
+            "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms),
+        })  # fmt: skip
+    rows = []
+    for measure, keep in [("out_of_order_rate", "pairs"), ("ack_timeouts", "ack_timeouts")]:
+        ranked = sorted((r for r in per_room if r[keep] > 0), key=lambda r: (-float(r[measure]), r["room_id"]))
+        for rank, r in enumerate(ranked[:top_n], start=1):
+            rows.append({"measure": measure, "rank": rank, "room_id": r["room_id"], "platform": r["platform"],
+                         "mode": r["mode"], "nights": r["nights"], "messages": r["messages"],
+                         "value": float(r[measure])})  # fmt: skip
+    return rows

@@ -9,6 +9,7 @@ import pytest
 from inturn.errors import ConfigError
 from inturn_cli.main import build_parser
 from inturn_reports.charts import bar_chart
+from inturn_reports.flags import settings_from
 from inturn_reports.job import parse_time
 
 
@@ -37,6 +38,14 @@ def test_inturn_report_takes_the_range_source_and_folders() -> None:
     assert (args.from_, args.to, args.source, str(args.input), str(args.out)) == (
         "2026-09-23", "2026-09-24", "files", "x", "y",
     )  # fmt: skip
+
+
+def test_inturn_report_nights_flag_sets_how_many_nights_the_trends_cover() -> None:
+    args = build_parser().parse_args(["report", "--from", "2026-09-23", "--to", "2026-09-24", "--nights", "7"])
+    assert settings_from(args).report_nights == 7
+    default = build_parser().parse_args(["report", "--from", "2026-09-23", "--to", "2026-09-24"])
+    assert args.nights == 7
+    assert default.nights is None
 
 
 def test_a_stacked_chart_draws_one_bar_per_series_and_category_with_its_value() -> None:

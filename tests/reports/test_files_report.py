@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import re
-import shutil
-import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -23,13 +18,13 @@ from inturn.schemas import encode
 from inturn_reports.job import TABLES, ReportRun, run
 from inturn_reports.settings import ReportSettings
 from tests.reports import fixture, oracle
+from tests.reports.browser import HAS_CHROMIUM, bars, rendered_dom, screenshot_is_a_page
 from tests.reports.generator import generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
 
 START = 1_790_200_800_000  # 2026-09-23 22:00 UTC; the 4 h range crosses midnight
 SPAN = 4 * 3_600_000
-CHROMIUM = "/usr/bin/chromium"
 
 
 @dataclass
@@ -116,46 +111,16 @@ def test_summary_and_worst_rooms_reach_postgresql_over_jdbc(files_report: FilesR
     assert worst[0]["n"] > 0
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    profile = tempfile.mkdtemp(prefix="inturn-chromium-")
-    try:
-        return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", *args],
-            capture_output=True, text=True, timeout=120, check=True,
-        )  # fmt: skip
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def _bars(dom: str, chart: str) -> list[dict[str, Any]]:
-    svg = re.search(rf'<svg[^>]*data-chart="{chart}".*?</svg>', dom, re.S)
-    assert svg is not None, f"chart {chart!r} missing from the rendered DOM"
-    return [
-        {"series": s, "category": c, "value": float(v)}
-        for s, c, v in re.findall(r'<rect class="bar" data-series="([^"]*)" data-category="([^"]*)" '
-                                  r'data-value="([^"]*)"', svg.group(0))
-    ]  # fmt: skip
-
-
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is installed by scripts/setup-system.sh")
+@pytest.mark.skipif(not HAS_CHROMIUM, reason="chromium is installed by scripts/setup-system.sh")
 def test_the_html_report_renders_in_headless_chromium_with_its_charts(
     files_report: FilesReport, tmp_path: Path
 ) -> None:
-    page = files_report.run.html.resolve().as_uri()
-    shot, blank_shot, blank = tmp_path / "report.png", tmp_path / "blank.png", tmp_path / "blank.html"
-    blank.write_text("<!DOCTYPE html><html><body></body></html>")
-    _chromium(f"--screenshot={shot}", "--window-size=1280,2400", page)
-    _chromium(f"--screenshot={blank_shot}", "--window-size=1280,2400", blank.as_uri())
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # A page of tables and charts compresses far worse than an empty one of the same size.
-    assert shot.stat().st_size > 5 * blank_shot.stat().st_size
-    dom = _chromium("--dump-dom", page).stdout
+    assert screenshot_is_a_page(files_report.run.html, tmp_path / "report.png")
+    dom = rendered_dom(files_report.run.html)
     for chart in ("latency", "ordering", "outcomes"):
-        assert any(b["value"] > 0 for b in _bars(dom, chart)), chart
+        assert any(b["value"] > 0 for b in bars(dom, chart)), chart
     # The ordering chart shows the hand-checked rooms' rates (in %): fx-whatsapp/ack 2 of 4 pairs, fx-instagram 1 of 1.
-    ordering = {(b["category"], b["series"]): b["value"] for b in _bars(dom, "ordering")}
+    ordering = {(b["category"], b["series"]): b["value"] for b in bars(dom, "ordering")}
     assert ordering[("fx-whatsapp", "ack")] == pytest.approx(50.0)
     assert ordering[("fx-instagram", "ack")] == pytest.approx(100.0)
     assert 'id="worst-rooms"' in dom

@@ -13,6 +13,7 @@ from inturn_reports.transform import (
     ReportParams,
     latency_histogram,
     message_facts,
+    platforms,
     rooms,
     summary,
     timeline,
@@ -32,22 +33,27 @@ def _expected(spark: SparkSession, actual: DataFrame, rows: list[dict[str, Any]]
     return spark.createDataFrame([tuple(r[c] for c in actual.columns) for r in rows], actual.schema)
 
 
-@pytest.fixture(scope="module")
-def generated(spark: SparkSession) -> dict[str, Any]:
-    stream = generate(seed=7, rooms=48, messages_per_room=6, start_ms=START, span_ms=SPAN)
+@pytest.fixture(scope="module", params=["with dispatched events", "terminal events only"])
+def generated(spark: SparkSession, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The generated set in each shape of the worker's events: every oracle comparison runs over both."""
+    dispatched = request.param == "with dispatched events"
+    stream = generate(seed=7, rooms=48, messages_per_room=6, start_ms=START, span_ms=SPAN, dispatched_events=dispatched)
     # The range cuts off messages at both ends: those first seen before from or after to are not reported.
     params = ReportParams(from_ms=START + 600_000, to_ms=START + SPAN - 600_000, top_n=5, timeline_bucket_ms=900_000)
     msgs = oracle.messages(stream.events, stream.acks, params.from_ms, params.to_ms)
     facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params).cache()
-    return {"params": params, "msgs": msgs, "facts": facts}
+    return {"params": params, "msgs": msgs, "facts": facts, "dispatched": dispatched}
 
 
 def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> None:
     # Guards the oracle comparisons below against a generator that stopped producing some case.
     rows = oracle.summary(generated["msgs"])
     totals = {k: sum(r[k] for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
-                                                    "duplicates", "skipped_duplicates", "no_device_ts", "inverted",
-                                                    "failed", "sent_unacked")}  # fmt: skip
+                                                    "skipped_duplicates", "no_device_ts", "inverted", "failed",
+                                                    "sent_unacked", "dispatched", "duplicates")}  # fmt: skip
+    # A re-send shows as a second dispatched event only: with terminal events alone it cannot be seen.
+    duplicates = totals.pop("duplicates")
+    assert duplicates > 0 if generated["dispatched"] else duplicates == 0
     assert all(v > 0 for v in totals.values()), totals
     assert len({r["date"] for r in rows}) == 2
     assert {r["mode"] for r in rows} == {"ack", "none", "fixed-delay", "partition"}
@@ -79,6 +85,11 @@ def test_timeline_and_latency_histogram_match_the_oracle(spark: SparkSession, ge
     )
     hist = latency_histogram(generated["facts"], params)
     assertDataFrameEqual(hist, _expected(spark, hist, oracle.latency_histogram(generated["msgs"])))
+
+
+def test_platforms_table_matches_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
+    actual = platforms(generated["facts"], generated["params"])
+    assertDataFrameEqual(actual, _expected(spark, actual, oracle.platforms(generated["msgs"])))
 
 
 def test_no_events_gives_empty_tables(spark: SparkSession) -> None:

@@ -2,7 +2,8 @@
 
 ``message_facts`` turns events and acks into one row per message; every report table is a
 transform of those facts (``summary``, ``rooms``, ``worst_rooms``, ``timeline``,
-``latency_histogram``). What each column means is written in docs/reports.md.
+``latency_histogram``, ``platforms``). ``trends`` reads the tables of the last nights back
+(``nightly``, ``worst_rooms_of_the_nights``). What each column means is written in docs/reports.md.
 """
 
 from inturn_reports.transform.facts import ReportParams, message_facts
@@ -10,20 +11,26 @@ from inturn_reports.transform.tables import (
     FACT_COLUMNS,
     LATENCY_EDGES_MS,
     latency_histogram,
+    platforms,
     rooms,
     summary,
     timeline,
     worst_rooms,
 )
+from inturn_reports.transform.trends import TrendParams, nightly, worst_rooms_of_the_nights
 
 __all__ = [
     "FACT_COLUMNS",
     "LATENCY_EDGES_MS",
     "ReportParams",
+    "TrendParams",
     "latency_histogram",
     "message_facts",
+    "nightly",
+    "platforms",
     "rooms",
     "summary",
     "timeline",
     "worst_rooms",
+    "worst_rooms_of_the_nights",
 ]

@@ -1,8 +1,18 @@
 """One row per message: its outcome, timings, device delivery time and its place in room order.
 
-A message is identified by (room_id, message_id) and belongs to the day, platform and mode of its
-first event. Acks are matched by (room_id, message_id) when the platform echoed the message id,
-else by ``platform_message_id`` through the message's ``dispatched`` events.
+A message is identified by (room_id, message_id) and belongs to the day and mode of its first event
+and to the platform its events name. Acks are matched by (room_id, message_id) when the platform
+echoed the message id, else by ``platform_message_id`` through the message's events that carry one
+(``dispatched`` events, and the terminal event, which carries it too).
+
+The worker writes either a ``dispatched`` event per send plus a terminal event (older nights), or the
+terminal event alone with the send's ``sent_at_ms`` and ``platform_message_id`` on it: both read alike.
+
+The plan: events and acks are brought to one narrow row shape and aggregated per message in one
+hash aggregation, which Spark combines partially before its shuffle; acks known only by platform
+message id are first combined per id and joined to the events that name it (min/max aggregates
+only, so an id named by two events of the same message counts once). One more shuffle, by room,
+orders each room's messages for the room-order window. docs/reports.md shows the plan.
 """
 
 from __future__ import annotations
@@ -12,12 +22,18 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from inturn.schemas import AckStatus, EventType
+from inturn.schemas import TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
 
 _KEY = ["room_id", "message_id"]
-_ACK_COLUMNS = ("status", "platform_ts_ms", "received_at_ms")
-#: String columns the per-message aggregation takes as codes (see ``_codes``).
-_CODED = ("platform", "mode")
+#: The modes in sort order: a message's mode travels through the aggregation as its 1-based position
+#: here (a number aggregates in a hash table, a string would make Spark sort), and min() of positions
+#: is min() of names.
+_MODES = tuple(sorted(m.value for m in OrderingMode))
+_TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
+#: Per ack, what the message facts take from it; each is aggregated with min or max (see ``_ACK_AGGREGATES``).
+_ACK_VALUES = ("_delivered_ts", "_sent_ts", "_read", "_failed", "_first_ack")
+_EVENT_VALUES = {"type": "string", "_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long",
+                 "created_at_ms": "long", "sent_at_ms": "long"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -30,97 +46,109 @@ class ReportParams:
     timeline_bucket_ms: int = 3_600_000
 
 
+def _modes() -> Column:
+    return F.array(*[F.lit(m) for m in _MODES])
+
+
+def _is(kind: EventType) -> Column:
+    return F.col("type") == kind.value
+
+
 def _has(kind: EventType) -> Column:
-    return F.coalesce(F.max((F.col("type") == kind.value).cast("int")), F.lit(0)) == 1
+    return F.coalesce(F.max(_is(kind).cast("int")), F.lit(0)) == 1
 
 
-def _count(kind: EventType) -> Column:
-    return F.coalesce(F.sum((F.col("type") == kind.value).cast("int")), F.lit(0))
+def _count(cond: Column) -> Column:
+    return F.coalesce(F.sum(cond.cast("int")), F.lit(0))
 
 
 def _min_where(cond: Column, value: Column) -> Column:
     return F.min(F.when(cond, value))
 
 
-def _codes(events: DataFrame, column: str) -> DataFrame:
-    """Each distinct value of a string column of the events with its rank in sort order (a small table).
-
-    The per-message aggregation takes the min of these ranks instead of the min of the strings: the
-    same choice, made with numbers, which lets Spark aggregate in a hash table instead of sorting
-    every record by message.
-    """
-    values = events.select(column).where(F.col(column).isNotNull()).distinct()
-    return F.broadcast(values.withColumn(f"_{column}_code", F.dense_rank().over(Window.orderBy(column))))
-
-
-def _event_rows(events: DataFrame, codes: dict[str, DataFrame]) -> DataFrame:
-    """The events' columns the facts need (platform and mode as codes), plus the ack columns as nulls."""
-    for column, table in codes.items():
-        events = events.join(table, column, "left")
-    return events.select(
-        *_KEY,
-        "type",
-        *[f"_{column}_code" for column in codes],
-        "partition",
-        "offset",
-        "ts_ms",
-        "created_at_ms",
-        "sent_at_ms",
-        *[F.lit(None).cast("string" if c == "status" else "long").alias(c) for c in _ACK_COLUMNS],
+def _ack_values(acks: DataFrame, *keep: str) -> DataFrame:
+    """Each ack as the values the facts aggregate: status times as columns, null where the status differs."""
+    status, ts = F.col("status"), F.col("platform_ts_ms")
+    positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
+    return acks.select(
+        *keep,
+        F.when(status == AckStatus.DELIVERED.value, ts).alias("_delivered_ts"),
+        F.when(status == AckStatus.SENT.value, ts).alias("_sent_ts"),
+        (status == AckStatus.READ.value).cast("int").alias("_read"),
+        (status == AckStatus.FAILED.value).cast("int").alias("_failed"),
+        F.when(positive, F.col("received_at_ms")).alias("_first_ack"),
     )
+
+
+def _ack_aggregates() -> list[Column]:
+    """How a message's (or a platform message id's) ack values combine; applying them twice changes nothing."""
+    return [
+        F.min("_delivered_ts").alias("_delivered_ts"),
+        F.min("_sent_ts").alias("_sent_ts"),
+        F.max("_read").alias("_read"),
+        F.max("_failed").alias("_failed"),
+        F.min("_first_ack").alias("_first_ack"),
+    ]
 
 
 def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
-    """Acks with the (room_id, message_id) of the message they are about; unmatched ones are dropped."""
+    """The acks' values keyed by the message they are about; acks of no known message are dropped.
+
+    An ack naming its message keeps its own row (the per-message aggregation combines it). The others
+    are combined per platform message id first, then joined to the events carrying that id, which
+    give the message and its platform.
+    """
+    named = _ack_values(acks.where(F.col("message_id").isNotNull()), *_KEY, "platform")
+    owners = events.where(
+        F.col("platform_message_id").isNotNull() & F.col("type").isin(EventType.DISPATCHED.value, *_TERMINAL)
+    ).select("platform_message_id", *_KEY, "platform")
     by_pmid = (
-        events.where((F.col("type") == EventType.DISPATCHED.value) & F.col("platform_message_id").isNotNull())
-        .select(*_KEY, "platform_message_id")
-        .dropDuplicates(["platform_message_id"])
+        _ack_values(acks.where(F.col("message_id").isNull()), "platform_message_id")
+        .groupBy("platform_message_id")
+        .agg(*_ack_aggregates())
     )
-    named = acks.where(F.col("message_id").isNotNull()).select(*_KEY, *_ACK_COLUMNS)
-    unnamed = (
-        acks.where(F.col("message_id").isNull())
-        .select("platform_message_id", *_ACK_COLUMNS)
-        .join(by_pmid, "platform_message_id")
-        .select(*_KEY, *_ACK_COLUMNS)
-    )
+    unnamed = by_pmid.join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
     return named.unionByName(unnamed)
 
 
-def _ack_rows(matched: DataFrame) -> DataFrame:
-    """Matched acks in the shape of ``_event_rows`` (event columns null)."""
-    nulls = {"type": "string", **{f"_{c}_code": "int" for c in _CODED}, "partition": "int", "offset": "long",
-             "ts_ms": "long", "created_at_ms": "long", "sent_at_ms": "long"}  # fmt: skip
-    return matched.select(*_KEY, *[F.lit(None).cast(t).alias(c) for c, t in nulls.items()], *_ACK_COLUMNS)
+def _rows(events: DataFrame, acks: DataFrame) -> DataFrame:
+    """Events and matched acks in one shape: event columns null on ack rows, ack values null on event rows."""
+    event_rows = events.select(
+        *_KEY,
+        "platform",
+        *[
+            (F.array_position(_modes(), F.col("mode")).cast("int") if c == "_mode" else F.col(c)).alias(c)
+            for c in _EVENT_VALUES
+        ],
+        *[F.lit(None).cast("int" if c in ("_read", "_failed") else "long").alias(c) for c in _ACK_VALUES],
+    )
+    ack_rows = _matched_acks(events, acks).select(
+        *_KEY, "platform", *[F.lit(None).cast(t).alias(c) for c, t in _EVENT_VALUES.items()], *_ACK_VALUES
+    )
+    return event_rows.unionByName(ack_rows)
 
 
 def _per_message(rows: DataFrame) -> DataFrame:
     """One aggregation over a message's events and matched acks together (no join between the two).
 
-    Event rows have null ack columns and ack rows null event columns; every aggregate below ignores
-    nulls, so each reads only the rows of its own kind.
+    Every aggregate ignores nulls, so each reads only the rows of its own kind. The platform is part
+    of the key (every event of a message names the message's platform; an ack counts for the message
+    of its own platform). Every other aggregate keeps a fixed-width buffer, so Spark aggregates in a
+    hash table and combines each task's rows before the shuffle.
     """
-    kind = F.col("type")
-    dispatched = kind == EventType.DISPATCHED.value
-    terminal = kind.isin(
-        EventType.ACKED.value,
-        EventType.ACK_TIMEOUT.value,
-        EventType.DEAD_LETTERED.value,
-        EventType.SKIPPED_DUPLICATE.value,
-        EventType.SENT.value,
-    )
-    status = F.col("status")
-    positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
-    return rows.groupBy(*_KEY).agg(
-        # A message has one platform, mode and offset; min() only makes the choice deterministic.
-        F.min("_platform_code").alias("_platform_code"),
-        F.min("_mode_code").alias("_mode_code"),
+    terminal = F.col("type").isin(*_TERMINAL)
+    sent_at = F.col("sent_at_ms")
+    return rows.groupBy(*_KEY, "platform").agg(
+        # A message has one mode and offset; min() only makes the choice deterministic.
+        F.min("_mode").alias("_mode"),
         F.min("partition").alias("partition"),
         F.min("offset").alias("offset"),
         F.min("ts_ms").alias("first_ts_ms"),
         F.min("created_at_ms").alias("created_at_ms"),
-        _count(EventType.DISPATCHED).alias("dispatches"),
-        _min_where(dispatched, F.coalesce("sent_at_ms", "ts_ms")).alias("dispatch_ms"),
+        _count(_is(EventType.DISPATCHED)).alias("_dispatched_events"),
+        _count(terminal & sent_at.isNotNull()).alias("_terminal_sends"),
+        _min_where(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).alias("_dispatched_ms"),
+        _min_where(terminal, sent_at).alias("_terminal_sent_ms"),
         _min_where(terminal, F.col("ts_ms")).alias("terminal_ms"),
         _has(EventType.ACKED).alias("acked"),
         _has(EventType.ACK_TIMEOUT).alias("ack_timeout"),
@@ -128,45 +156,42 @@ def _per_message(rows: DataFrame) -> DataFrame:
         _has(EventType.DEAD_LETTERED).alias("dead_lettered"),
         _has(EventType.SKIPPED_DUPLICATE).alias("skipped_duplicate"),
         _has(EventType.SENT).alias("sent"),
-        _count(EventType.RETRIED).alias("retries"),
-        _min_where(status == AckStatus.DELIVERED.value, F.col("platform_ts_ms")).alias("delivered_ts_ms"),
-        _min_where(status == AckStatus.SENT.value, F.col("platform_ts_ms")).alias("platform_sent_ts_ms"),
-        F.max((status == AckStatus.READ.value).cast("int")).alias("_read"),
-        F.max((status == AckStatus.FAILED.value).cast("int")).alias("_failed"),
-        _min_where(positive, F.col("received_at_ms")).alias("first_ack_received_ms"),
+        _count(_is(EventType.RETRIED)).alias("retries"),
+        *_ack_aggregates(),
     )
 
 
 def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataFrame:
     """One row per message first seen in ``[from_ms, to_ms)``, with outcome, latency and room-order columns.
 
+    ``dispatches`` counts the message's ``dispatched`` events; a message without any counts its
+    terminal events that carry ``sent_at_ms``. ``dispatch_ms`` is the first dispatched event's
+    ``sent_at_ms``, else the terminal event's.
     ``device_ts_ms`` is the platform timestamp of the ``delivered`` status, else of ``sent``, else null.
     ``inverted`` compares it with the previous message of the room (partition offset order) that has
     one: true when this one reached the device earlier; null when there is no such pair.
     ``dispatch_violation`` is true when this message was dispatched before the room's previous
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
-    codes = {column: _codes(events, column) for column in _CODED}
-    rows = _event_rows(events, codes).unionByName(_ack_rows(_matched_acks(events, acks)))
+    dispatched = F.col("_dispatched_events")
     facts = (
-        # Shuffled once, by room: the per-message aggregation and the room-order window below both run
-        # on this partitioning, so neither moves the rows again.
-        _per_message(rows.repartition("room_id"))
+        _per_message(_rows(events, acks))
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
+        .withColumn("mode", F.get(_modes(), F.col("_mode") - 1))
         .withColumn("date", F.to_date(F.timestamp_millis("first_ts_ms")))
-        .withColumn("device_ts_ms", F.coalesce("delivered_ts_ms", "platform_sent_ts_ms"))
-        .withColumn("delivered", F.col("delivered_ts_ms").isNotNull() | (F.coalesce("_read", F.lit(0)) == 1))
+        .withColumn("dispatches", F.when(dispatched > 0, dispatched).otherwise(F.col("_terminal_sends")))
+        .withColumn("dispatch_ms", F.coalesce("_dispatched_ms", "_terminal_sent_ms"))
+        .withColumn("delivered_ts_ms", F.col("_delivered_ts"))
+        .withColumn("platform_sent_ts_ms", F.col("_sent_ts"))
+        .withColumn("first_ack_received_ms", F.col("_first_ack"))
+        .withColumn("device_ts_ms", F.coalesce("_delivered_ts", "_sent_ts"))
+        .withColumn("delivered", F.col("_delivered_ts").isNotNull() | (F.coalesce("_read", F.lit(0)) == 1))
         .withColumn("failed", F.coalesce("_failed", F.lit(0)) == 1)
-        .withColumn("ack_latency_ms", F.col("first_ack_received_ms") - F.col("dispatch_ms"))
-        .withColumn("e2e_latency_ms", F.col("first_ack_received_ms") - F.col("created_at_ms"))
-        .drop("_read", "_failed")
+        .withColumn("ack_latency_ms", F.col("_first_ack") - F.col("dispatch_ms"))
+        .withColumn("e2e_latency_ms", F.col("_first_ack") - F.col("created_at_ms"))
     )
-    named = facts
-    for column, table in codes.items():  # the codes back to their strings (broadcast: the rows stay in place)
-        named = named.join(table, f"_{column}_code", "left")
-    strings = {f"_{column}_code": column for column in codes}
-    facts = named.select(*[strings.get(c, c) for c in facts.columns])
+    facts = facts.drop(*[c for c in facts.columns if c.startswith("_")])
     before = Window.partitionBy("room_id").orderBy("partition", "offset", "message_id")
     before = before.rowsBetween(Window.unboundedPreceding, -1)
     prev_device = F.last("device_ts_ms", ignorenulls=True).over(before)
