@@ -119,6 +119,9 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
         version=__version__,
         description="Turns messaging platforms' status callbacks into acks on Kafka (key = room_id).",
         lifespan=lifespan,
+        # inturn's metrics are Prometheus (/metrics): without this FastAPI looks up OpenTelemetry providers on
+        # every request, a cost the size of a status's own parsing.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
 
     async def accept(
