@@ -32,7 +32,7 @@ from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
 from inturn_webhook.body import BodyTooLargeError, read_limited
 from inturn_webhook.intake import AckIntake, KafkaNotConfirmedError
-from inturn_webhook.producer import LoopProducer
+from inturn_webhook.producer import BatchedProducer
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError, verify
 from inturn_webhook.statuses import Callback, parse_generic, parse_meta
@@ -59,7 +59,9 @@ class _Runtime:
         return time.monotonic() - latest if latest else None
 
 
-async def _probe_kafka(producer: LoopProducer, topic: str, runtime: _Runtime, interval: float, max_age: float) -> None:
+async def _probe_kafka(
+    producer: BatchedProducer, topic: str, runtime: _Runtime, interval: float, max_age: float
+) -> None:
     """Ask Kafka for the acks topic's metadata every ``interval`` seconds, recording success."""
     while True:
         try:
@@ -85,7 +87,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        producer = LoopProducer(
+        producer = BatchedProducer(
             make_producer(
                 cfg,
                 **{

@@ -25,7 +25,7 @@ from inturn import schemas
 from inturn.errors import InturnError, KafkaClientError
 from inturn.metrics import webhook as metrics
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.producer import Headers, LoopProducer
+from inturn_webhook.producer import BatchedProducer, Headers
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
@@ -89,7 +89,7 @@ class Outcome:
 class AckIntake:
     """Produces a request's acks and dead letters and waits for Kafka to confirm them."""
 
-    def __init__(self, producer: LoopProducer, settings: WebhookSettings) -> None:
+    def __init__(self, producer: BatchedProducer, settings: WebhookSettings) -> None:
         self._producer = producer
         self._acks_topic = settings.topic_acks
         self._dlq_topic = settings.topic_dlq

@@ -1,32 +1,31 @@
-"""A Kafka producer served from the event loop: one poll confirms every record delivered since the last.
+"""A Kafka producer whose deliveries reach the event loop in batches: one hop per poll, not one per record.
 
-librdkafka reports each delivery through ``poll``. Served from a thread (``inturn.kafka.AsyncProducer``), every
-record costs a hop back to the event loop, and the poll thread and the loop contend for the GIL: at one status per
-callback that hop was most of a callback's Kafka cost and added milliseconds to its answer. Here the event loop
-itself polls, never blocking (``poll(0)``), every ``POLL_INTERVAL_S`` while any record is unconfirmed, and does
-not poll at all while none is. The guarantee is the same: a record's future resolves only with Kafka's ack (or
-fails with Kafka's error); only the waiting is shared.
+librdkafka reports each delivery through ``poll``. ``inturn.kafka.AsyncProducer`` hands every record's report
+to the event loop on its own (a ``call_soon_threadsafe`` and a wake-up of the loop per record). Here a poll
+thread waits in librdkafka (no GIL held, no CPU used while nothing arrives), queues the reports one ``poll``
+returned, and wakes the loop once for all of them; the loop then resolves every request's future they
+confirm. The guarantee is unchanged: a record's future resolves only with Kafka's ack (or fails with Kafka's
+error); only the waiting is shared. (Polling from the loop on a timer instead cost CPU for every tick while
+records were in flight, whatever their number: more than this at the callback rates platforms send.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
+import threading
+from collections import deque
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from inturn.errors import KafkaClientError
 
-#: How often the loop asks librdkafka for deliveries while records are unconfirmed. A Kafka round trip takes a
-#: few milliseconds, so this adds well under one to an answer and costs one cheap non-blocking call per tick.
-POLL_INTERVAL_S = 0.001
-
 Headers = list[tuple[str, str | bytes | None]]  # as confluent_kafka takes them
+Report = tuple[asyncio.Future[Message], KafkaError | None, Message]
 
 
-class LoopProducer:
-    """Produces records and resolves each one's future when Kafka confirmed it, polling from the event loop.
+class BatchedProducer:
+    """Produces records and resolves each one's future when Kafka confirmed it, many per wake-up of the loop.
 
     Create it inside the running loop; only that loop may call ``produce`` and ``close``.
     """
@@ -34,9 +33,10 @@ class LoopProducer:
     def __init__(self, producer: Producer) -> None:
         self._producer = producer
         self._loop = asyncio.get_running_loop()
-        self._unconfirmed = 0
-        self._work = asyncio.Event()
-        self._pump = self._loop.create_task(self._serve(), name="kafka-deliveries")
+        self._reports: deque[Report] = deque()  # appended by librdkafka's callers, drained by the loop
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="kafka-deliveries", daemon=True)
+        self._thread.start()
 
     @property
     def producer(self) -> Producer:
@@ -62,35 +62,32 @@ class LoopProducer:
             self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc
-        self._unconfirmed += 1
-        self._work.set()
         return future
 
     def _delivered(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
-        # Runs inside ``poll``, on the loop's thread: the future can be resolved directly.
-        self._unconfirmed -= 1
-        if future.done():  # cancelled by its waiter: nothing to tell
-            return
-        if err is not None:
-            future.set_exception(KafkaClientError(err))
-        else:
-            future.set_result(msg)
+        # Runs inside ``poll`` or ``flush``, on whichever thread called it: only queue the report.
+        self._reports.append((future, err, msg))
 
-    async def _serve(self) -> None:
-        while True:
-            await self._work.wait()
-            while self._unconfirmed:
-                await asyncio.sleep(POLL_INTERVAL_S)
-                self._producer.poll(0)
-            self._work.clear()  # no await since the check: nothing was produced in between
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.1)
+            if self._reports:
+                self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        while self._reports:
+            future, err, msg = self._reports.popleft()
+            if future.done():  # cancelled by its waiter: nothing to tell
+                continue
+            if err is not None:
+                future.set_exception(KafkaClientError(err))
+            else:
+                future.set_result(msg)
 
     async def close(self, wait_s: float) -> int:
         """Wait up to ``wait_s`` seconds for the records still queued; returns how many were left unconfirmed."""
-        deadline = self._loop.time() + wait_s
-        while len(self._producer) and self._loop.time() < deadline:
-            self._producer.poll(0)
-            await asyncio.sleep(0.01)
-        self._pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._pump
-        return len(self._producer)
+        left = await asyncio.to_thread(self._producer.flush, wait_s)
+        self._closed.set()
+        await asyncio.to_thread(self._thread.join, 2.0)
+        self._settle()
+        return int(left)
