@@ -7,9 +7,11 @@ import asyncio
 import time
 
 import pytest
+import structlog
 from confluent_kafka import Consumer, TopicPartition
 from structlog.testing import capture_logs
 
+import inturn_webhook.app
 from inturn import schemas
 from inturn.kafka import make_consumer
 from inturn.schemas import Ack
@@ -84,6 +86,14 @@ async def test_many_callbacks_in_flight_at_once_are_each_answered_after_their_ow
     assert published == {f"wamid.{i}" for i in range(count)}
 
 
+@pytest.fixture
+def fresh_app_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The application's logger, not yet bound: loggers cache their processors on first use, so one bound
+    before another test re-configured structlog would log past ``capture_logs``."""
+    monkeypatch.setattr(inturn_webhook.app, "log", structlog.get_logger("inturn.webhook"))
+
+
+@pytest.mark.usefixtures("fresh_app_logger")
 async def test_without_a_recipient_fallback_the_webhook_warns_at_start_up_that_such_statuses_are_dead_lettered(
     inturn_topics: KafkaSettings,
 ) -> None:
@@ -97,6 +107,7 @@ async def test_without_a_recipient_fallback_the_webhook_warns_at_start_up_that_s
     assert "dead-lettered" in event["without_callback_data"]
 
 
+@pytest.mark.usefixtures("fresh_app_logger")
 async def test_with_a_recipient_template_the_webhook_logs_it_at_start_up(webhook_settings: WebhookSettings) -> None:
     with capture_logs() as logs:
         async with started(webhook_settings):
@@ -111,6 +122,7 @@ async def test_with_a_recipient_template_the_webhook_logs_it_at_start_up(webhook
     }
 
 
+@pytest.mark.usefixtures("fresh_app_logger")
 async def test_with_a_recipient_map_the_webhook_logs_how_many_recipients_it_maps(
     inturn_topics: KafkaSettings,
 ) -> None:
