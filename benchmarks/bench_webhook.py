@@ -1,11 +1,14 @@
 """Webhook throughput: statuses/s of one webhook process, Kafka publish and confirmation included.
 
-Starts its own Kafka broker (``LocalKafka``) and one ``inturn webhook`` process (uvicorn, one
-worker), then drives it over real HTTP from this process with aiohttp:
+Starts its own Kafka broker (``LocalKafka``), then, one after the other, the same webhook application
+(one process) under each candidate server: ``inturn webhook`` (uvicorn with uvloop and httptools, what
+production runs), uvicorn with h11, and granian when it is installed. Each is driven over real HTTP from
+this process with aiohttp:
 
-- ``baseline``: ``GET /healthz``, the same server's bare HTTP round trip (no work);
-- ``batched``: signed Meta callbacks carrying many statuses each (as Meta batches them);
-- ``single``: one status per callback.
+- ``baseline``: ``GET /healthz``, the same server's bare HTTP round trip (no work), measured before and
+  after the callbacks and pooled;
+- ``single``: one status per callback (how platforms call: once per status);
+- ``batched`` (``inturn webhook`` only): signed Meta callbacks carrying many statuses each.
 
 Every request is answered 200 only after Kafka confirmed its acks, and the acks topic is counted
 afterwards to prove every status was published once. Figures: wall-clock rates, and statuses per
@@ -16,6 +19,7 @@ CPU-second figure is the fairer "per process" number).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import subprocess
 import sys
@@ -28,6 +32,7 @@ import httpx
 import orjson
 from confluent_kafka import TopicPartition
 
+from benchmarks import code_version
 from inturn import topics
 from inturn.kafka import make_admin, make_consumer
 from inturn.schemas import encode_callback_data
@@ -42,8 +47,11 @@ ROOMS = 2000
 
 
 def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` and its descendants (granian serves from a child process)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return own + sum(_cpu_seconds(int(child)) for child in children)
 
 
 def _payload(first: int, count: int) -> bytes:
@@ -91,7 +99,22 @@ def _acks_published(settings: KafkaSettings) -> int:
         consumer.close()
 
 
-def _start_webhook(settings: KafkaSettings, port: int) -> subprocess.Popen[bytes]:
+def _server_command(server: str, port: int) -> list[str] | None:
+    """How to serve the webhook application with ``server``; None when that server is not installed."""
+    if server == "uvicorn_httptools":  # what ``inturn webhook`` runs (inturn_webhook.serve)
+        return [sys.executable, "-m", "inturn_cli.main", "webhook"]
+    app = "inturn_webhook.app:app_from_env"
+    if server == "uvicorn_h11":
+        return [sys.executable, "-m", "uvicorn", app, "--factory", "--loop", "uvloop", "--http", "h11",
+                "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning"]  # fmt: skip
+    if server == "granian" and importlib.util.find_spec("granian") is not None:
+        return [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--loop", "uvloop",
+                "--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+                "--log-level", "warning", app]  # fmt: skip
+    return None
+
+
+def _start_webhook(settings: KafkaSettings, port: int, command: list[str]) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "INTURN_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
@@ -101,7 +124,7 @@ def _start_webhook(settings: KafkaSettings, port: int) -> subprocess.Popen[bytes
         "INTURN_LOG_LEVEL": "WARNING",
         "INTURN_LOG_FORMAT": "json",
     }
-    proc = subprocess.Popen([sys.executable, "-m", "inturn_cli.main", "webhook"], env=env)
+    proc = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -139,50 +162,118 @@ def _scenario(name: str, proc: subprocess.Popen[bytes], url: str, bodies: list[b
     return result
 
 
+def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Baseline runs as one: requests over their summed time and CPU."""
+    requests = sum(r["requests"] for r in runs)
+    seconds = sum(r["seconds"] for r in runs)
+    cpu = sum(r["server_cpu_s"] for r in runs)
+    return {
+        "requests": requests,
+        "seconds": round(seconds, 3),
+        "requests_per_s": round(requests / seconds, 1),
+        "server_cpu_s": round(cpu, 3),
+        "requests_per_server_cpu_s": round(requests / cpu, 1) if cpu else None,
+        "requests_per_s_runs": [r["requests_per_s"] for r in runs],
+    }
+
+
+def _serve(
+    server: str, command: list[str], settings: KafkaSettings, port: int, first: int, sizes: dict[str, int]
+) -> tuple[dict[str, Any], int]:
+    """One server: /healthz, single-status callbacks, /healthz again (the baseline on both sides of the
+    callbacks, so a change in the machine's load shows), batched callbacks when ``sizes["batched"]``.
+    Returns the figures and the number of statuses published."""
+    print(f" server {server}", flush=True)
+    proc = _start_webhook(settings, port, command)
+    base = f"http://127.0.0.1:{port}"
+    hook = f"{base}/webhooks/whatsapp"
+    batch = sizes["batch"]
+    try:
+        # Warm-up: connections, producer id, metadata of every partition.
+        asyncio.run(_drive(hook, [_payload(first + i * batch, batch) for i in range(20)]))
+        published = 20 * batch
+        first += published
+        before = _scenario("baseline", proc, f"{base}/healthz", [b""] * (sizes["baseline"] // 2), 0)
+        single = _scenario(
+            "single", proc, hook, [_payload(first + i, 1) for i in range(sizes["single"])], sizes["single"]
+        )
+        first += sizes["single"]
+        published += sizes["single"]
+        after = _scenario("baseline", proc, f"{base}/healthz", [b""] * (sizes["baseline"] // 2), 0)
+        baseline = _pooled([before, after])
+        result: dict[str, Any] = {
+            "baseline_healthz": baseline,
+            "single": single,
+            "single_vs_baseline_request_ratio": round(single["requests_per_s"] / baseline["requests_per_s"], 3),
+        }
+        if count := sizes["batched"]:
+            bodies = [_payload(first + i * batch, batch) for i in range(count)]
+            result["batched"] = _scenario("batched", proc, hook, bodies, count * batch)
+            published += count * batch
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return result, published
+
+
+#: The servers measured side by side, the first one being what ``inturn webhook`` runs.
+SERVERS = ("uvicorn_httptools", "uvicorn_h11", "granian")
+
+
 def run(quick: bool) -> dict[str, Any]:
-    """Run the three scenarios against a fresh broker and webhook process."""
-    batch = 100
-    batched_requests = 60 if quick else 400
-    single_requests = 500 if quick else 4000
-    baseline_requests = 1000 if quick else 6000
+    """Every candidate server against the same fresh broker: bare /healthz, one and many statuses per callback."""
+    sizes = {"batch": 100, "baseline": 2000 if quick else 8000, "single": 1000 if quick else 8000}
+    servers: dict[str, Any] = {}
+    published = 0
     with LocalKafka() as broker:
         settings = KafkaSettings(kafka_bootstrap=broker.bootstrap, topic_partitions=12)
         topics.create(make_admin(settings), settings)
-        port = free_port()
-        proc = _start_webhook(settings, port)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            # Warm-up: connections, producer id, metadata of every partition.
-            asyncio.run(_drive(f"{base}/webhooks/whatsapp", [_payload(10**9 + i * batch, batch) for i in range(20)]))
-            warm = 20 * batch
-            baseline = _scenario("baseline", proc, f"{base}/healthz", [b""] * baseline_requests, 0)
-            bodies = [_payload(i * batch, batch) for i in range(batched_requests)]
-            batched = _scenario("batched", proc, f"{base}/webhooks/whatsapp", bodies, batched_requests * batch)
-            first = batched_requests * batch
-            bodies = [_payload(first + i, 1) for i in range(single_requests)]
-            single = _scenario("single", proc, f"{base}/webhooks/whatsapp", bodies, single_requests)
-            published = _acks_published(settings)
-        finally:
-            proc.terminate()
-            proc.wait(30)
-    expected = warm + batched_requests * batch + single_requests
-    if published != expected:
-        raise RuntimeError(f"acks topic holds {published} records, expected {expected}")
+        for i, server in enumerate(SERVERS):
+            command = _server_command(server, port := free_port())
+            if command is None:
+                servers[server] = {"skipped": "not installed"}
+                continue
+            product = {**sizes, "batched": (60 if quick else 400) if i == 0 else 0}
+            servers[server], count = _serve(server, command, settings, port, 10**7 * (i + 1), product)
+            published += count
+        on_topic = _acks_published(settings)
+    if on_topic != published:
+        raise RuntimeError(f"acks topic holds {on_topic} records, expected {published}")
+    ours = servers[SERVERS[0]]
     return {
         "setup": {
             "concurrency": CONCURRENCY,
-            "statuses_per_batched_request": batch,
+            "statuses_per_batched_request": sizes["batch"],
             "partitions": 12,
             "webhook_workers": 1,
-            "acks_verified_on_topic": published,
+            "server": SERVERS[0],
+            "acks_verified_on_topic": on_topic,
             "note": "broker, webhook and load generator share this machine's CPUs",
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             "cpus": len(os.sched_getaffinity(0)),
         },
-        "baseline_healthz": baseline,
-        "batched": batched,
-        "single": single,
+        "baseline_healthz": ours["baseline_healthz"],
+        "batched": ours["batched"],
+        "single": ours["single"],
+        "servers": {name: _summary(result) for name, result in servers.items()},
         "target_statuses_per_s": 5000,
-        "batched_statuses_per_s_vs_target": round(batched["statuses_per_s"] / 5000, 2),
-        "single_vs_baseline_request_ratio": round(single["requests_per_s"] / baseline["requests_per_s"], 3),
+        "batched_statuses_per_s_vs_target": round(ours["batched"]["statuses_per_s"] / 5000, 2),
+        "single_vs_baseline_request_ratio": ours["single_vs_baseline_request_ratio"],
+        "target_single_vs_baseline": 0.6,
+        "target_single_per_s": 4000,
+        "code": code_version(),
+    }
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    """A server's figures side by side with the others' (rates and server CPU per request)."""
+    if "skipped" in result:
+        return result
+    baseline, single = result["baseline_healthz"], result["single"]
+    return {
+        "healthz_requests_per_s": baseline["requests_per_s"],
+        "healthz_server_cpu_us": round(baseline["server_cpu_s"] / baseline["requests"] * 1e6, 1),
+        "single_callbacks_per_s": single["requests_per_s"],
+        "single_server_cpu_us": round(single["server_cpu_s"] / single["requests"] * 1e6, 1),
+        "single_vs_baseline_request_ratio": result["single_vs_baseline_request_ratio"],
     }

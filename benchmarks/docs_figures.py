@@ -168,16 +168,31 @@ def components(results: Results) -> list[str]:
                 source(h),
             ]
         )
+        single_target = h.get("target_single_vs_baseline")
         rows.append(
             [
                 "webhook statuses/s, one status per callback",
                 figure(dig(h, "single", "statuses_per_s")),
                 f"{figure(dig(h, 'baseline_healthz', 'requests_per_s'))} /healthz req/s",
                 figure(h.get("single_vs_baseline_request_ratio"), 3),
-                "—",
+                f"≥ {single_target}, ≥ {figure(h.get('target_single_per_s'))}/s" if single_target else "—",
                 source(h),
             ]
         )
+        for server, seen in (h.get("servers") or {}).items():
+            if "skipped" in seen:
+                continue
+            rows.append(
+                [
+                    f"webhook under {server}: one-status callbacks/s (server CPU µs per callback / per /healthz)",
+                    f"{figure(seen.get('single_callbacks_per_s'))} ({figure(seen.get('single_server_cpu_us'))} µs)",
+                    f"{figure(seen.get('healthz_requests_per_s'))} /healthz req/s "
+                    f"({figure(seen.get('healthz_server_cpu_us'))} µs)",
+                    figure(seen.get("single_vs_baseline_request_ratio"), 3),
+                    "—",
+                    source(h),
+                ]
+            )
     if b := r.get("bridge"):
         rows.append(
             [
@@ -274,6 +289,14 @@ def reading(results: Results) -> list[str]:
         target = h.get("target_statuses_per_s")
         verdict = "met" if target is not None and rate >= target else "not met"
         lines.append(f"Webhook, batched callbacks: {rate:,.0f} statuses/s, target ≥ {target}: {verdict}" + _earlier(h))
+    if (h := r.get("webhook")) and h.get("target_single_per_s") and h.get("single_vs_baseline_request_ratio"):
+        ratio, rate = h["single_vs_baseline_request_ratio"], dig(h, "single", "requests_per_s")
+        floor, least = h["target_single_vs_baseline"], h["target_single_per_s"]
+        met = ratio >= floor and rate >= least
+        lines.append(
+            f"Webhook, one status per callback: {rate:,.0f}/s, {ratio:g}x its own /healthz rate, target ≥ {floor}x "
+            f"and ≥ {least:,}/s: {'met' if met else 'not met'}" + _earlier(h)
+        )
     if (p := r.get("report")) and (seconds := dig(p, "report", "seconds")) is not None:
         lines.append(_report_reading(p, seconds))
     return lines

@@ -24,7 +24,7 @@ from fastapi.responses import PlainTextResponse
 
 from inturn import __version__
 from inturn.errors import SchemaError
-from inturn.kafka import AsyncProducer, make_producer
+from inturn.kafka import make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
 from inturn.settings import load
@@ -32,6 +32,7 @@ from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
 from inturn_webhook.body import BodyTooLargeError, read_limited
 from inturn_webhook.intake import AckIntake, KafkaNotConfirmedError
+from inturn_webhook.producer import BatchedProducer
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError, verify
 from inturn_webhook.statuses import Callback, parse_generic, parse_meta
@@ -58,7 +59,9 @@ class _Runtime:
         return time.monotonic() - latest if latest else None
 
 
-async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, interval: float, max_age: float) -> None:
+async def _probe_kafka(
+    producer: BatchedProducer, topic: str, runtime: _Runtime, interval: float, max_age: float
+) -> None:
     """Ask Kafka for the acks topic's metadata every ``interval`` seconds, recording success."""
     while True:
         try:
@@ -84,7 +87,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        producer = AsyncProducer(
+        producer = BatchedProducer(
             make_producer(
                 cfg,
                 **{
@@ -98,6 +101,10 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             _probe_kafka(producer, cfg.topic_acks, runtime, cfg.webhook_probe_interval_s, cfg.webhook_ready_max_age_s)
         )
         log.info("webhook_started", acks_topic=cfg.topic_acks, dlq_topic=cfg.topic_dlq, secrets=len(app_secrets))
+        # Real platform statuses carry no inturn callback data when the send did not attach it: say at start-up
+        # what becomes of them, rather than only through a growing dead-letter count.
+        room_log = log.info if rooms.fallback != "none" else log.warning
+        room_log("room_lookup", **rooms.describe())
         try:
             yield
         finally:
@@ -105,7 +112,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await probe
             # Requests are all answered by now; what is still unconfirmed was answered 503 and will be retried.
-            left = await asyncio.to_thread(producer.close, cfg.webhook_kafka_confirm_timeout_ms / 1000)
+            left = await producer.close(cfg.webhook_kafka_confirm_timeout_ms / 1000)
             runtime.intake = None
             log.info("webhook_stopped", undelivered=left)
 
@@ -114,6 +121,9 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
         version=__version__,
         description="Turns messaging platforms' status callbacks into acks on Kafka (key = room_id).",
         lifespan=lifespan,
+        # inturn's metrics are Prometheus (/metrics): without this FastAPI looks up OpenTelemetry providers on
+        # every request, a cost the size of a status's own parsing.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
 
     async def accept(

@@ -23,10 +23,10 @@ from confluent_kafka import Message
 
 from inturn import schemas
 from inturn.errors import InturnError, KafkaClientError
-from inturn.kafka import AsyncProducer
 from inturn.metrics import webhook as metrics
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.statuses import Callback, ack_bytes
+from inturn_webhook.producer import BatchedProducer, Headers
+from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
 
@@ -89,7 +89,7 @@ class Outcome:
 class AckIntake:
     """Produces a request's acks and dead letters and waits for Kafka to confirm them."""
 
-    def __init__(self, producer: AsyncProducer, settings: WebhookSettings) -> None:
+    def __init__(self, producer: BatchedProducer, settings: WebhookSettings) -> None:
         self._producer = producer
         self._acks_topic = settings.topic_acks
         self._dlq_topic = settings.topic_dlq
@@ -97,9 +97,11 @@ class AckIntake:
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
 
-    def _produce(self, topic: str, value: bytes, key: str | None) -> asyncio.Future[Message]:
+    def _produce(
+        self, topic: str, value: bytes, key: str | None, headers: Headers | None = None
+    ) -> asyncio.Future[Message]:
         try:
-            return self._producer.produce(topic, value, key=key)
+            return self._producer.produce(topic, value, key=key, headers=headers)
         except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
             raise KafkaNotConfirmedError("producer queue full") from exc
         except KafkaClientError as exc:
@@ -141,7 +143,8 @@ class AckIntake:
                 metrics.STATUSES.labels(platform, status.status, "unknown_room").inc()
                 future = self._dead_letter("unknown_room", "unknown room", ack_source(status.source))
             else:
-                future = self._produce(self._acks_topic, ack_bytes(status, platform, received_at_ms), status.room_id)
+                record = ack_bytes(status, platform, received_at_ms)
+                future = self._produce(self._acks_topic, record, status.room_id, ack_headers(status))
                 published.append(status.status)
             replays.in_flight[key] = future
             future.add_done_callback(functools.partial(replays.settle, key))
@@ -173,6 +176,18 @@ class AckIntake:
         now = time.monotonic()
         self.last_confirmed = now
         metrics.KAFKA_CONFIRM_SECONDS.observe(now - started)
+
+
+def ack_headers(status: Status) -> Headers:
+    """The Kafka headers of an ack record (``inturn.schemas.ACK_HEADER_*``): the worker reads what the ack is
+    about from them without decoding the value. The message id header only when the platform echoed it."""
+    headers: Headers = [
+        (schemas.ACK_HEADER_STATUS, status.status.encode()),
+        (schemas.ACK_HEADER_PLATFORM_MESSAGE_ID, status.platform_message_id.encode()),
+    ]
+    if status.message_id is not None:
+        headers.append((schemas.ACK_HEADER_MESSAGE_ID, status.message_id.encode()))
+    return headers
 
 
 def ack_source(source: dict[str, Any]) -> bytes:

@@ -30,6 +30,24 @@ class RoomResolver:
         else:
             self._template = room_from_recipient
 
+    @property
+    def fallback(self) -> str:
+        """How a status without inturn's callback data finds its room: "template", "mapping" or "none"."""
+        if self._template is not None:
+            return "template"
+        return "mapping" if self._mapping is not None else "none"
+
+    def describe(self) -> dict[str, object]:
+        """How rooms are found, as the fields of the start-up log event (no recipient or room is named)."""
+        fields: dict[str, object] = {"first": "callback_data", "fallback": self.fallback}
+        if self._template is not None:
+            fields["template"] = self._template
+        if self._mapping is not None:
+            fields["mapped_recipients"] = len(self._mapping)
+        if self._template is None and self._mapping is None:
+            fields["without_callback_data"] = "dead-lettered as unknown room (set INTURN_WEBHOOK_ROOM_FROM_RECIPIENT)"
+        return fields
+
     def resolve(
         self, callback_data: str | None, recipient: str | None, account: str | None = None
     ) -> tuple[str | None, str | None]:

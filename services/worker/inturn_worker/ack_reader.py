@@ -2,7 +2,7 @@
 
 It mirrors the group's assignment with a manual ``assign`` on a consumer of its own (no group
 membership, never commits), positioned by time a little before the assignment so acks published
-while the partition moved are not missed (DESIGN.md, invariant 5).
+while the partition moved are not missed (docs/architecture.md, invariant 5).
 """
 
 from __future__ import annotations
