@@ -10,7 +10,9 @@ Clients are built on demand, never at import time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
+from collections import deque
 from typing import Any
 
 from confluent_kafka import Consumer as _Consumer
@@ -139,75 +141,82 @@ def partition_for(key: str | bytes, partitions: int) -> int:
     return (murmur2(raw) & 0x7FFFFFFF) % partitions
 
 
-class AsyncProducer:
-    """A producer whose deliveries resolve asyncio futures.
+#: Record headers as confluent_kafka takes them.
+Headers = list[tuple[str, str | bytes | None]]
+_Report = tuple["asyncio.Future[Message]", KafkaError | None, Message]
 
-    A background thread serves librdkafka's callbacks (``poll``); each ``produce`` returns a
-    future that completes with the delivered ``Message`` or fails with ``KafkaClientError``.
+
+class AsyncProducer:
+    """A producer whose deliveries resolve asyncio futures, many per wake-up of the event loop.
+
+    librdkafka reports each delivery through ``poll``. A poll thread waits in librdkafka (no GIL held, no CPU
+    used while nothing arrives), queues the reports one ``poll`` returned, and wakes the loop once for all of
+    them; the loop then resolves every future they confirm. A record's future resolves only with Kafka's ack
+    (or fails with ``KafkaClientError``); only the waiting is shared. Handing each report to the loop on its own
+    (a ``call_soon_threadsafe`` per record) cost the webhook most of a callback's Kafka CPU; polling from the
+    loop on a timer cost CPU on every tick while anything was in flight.
+
+    Create it inside the running loop; only that loop may call ``produce`` and ``close``.
     """
 
-    def __init__(self, producer: Producer, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, producer: Producer) -> None:
         self._producer = producer
-        self._loop = loop or asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
+        self._reports: deque[_Report] = deque()  # appended by librdkafka's callers, drained by the loop
         self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="kafka-producer-poll", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="kafka-deliveries", daemon=True)
         self._thread.start()
 
     @property
     def producer(self) -> Producer:
-        """The underlying producer."""
+        """The underlying producer (thread-safe calls only, e.g. ``list_topics``)."""
         return self._producer
 
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            self._producer.poll(0.1)
-
     def produce(
-        self,
-        topic: str,
-        value: bytes,
-        key: str | bytes | None = None,
-        headers: list[tuple[str, str | bytes | None]] | None = None,
+        self, topic: str, value: bytes, key: str | bytes | None = None, headers: Headers | None = None
     ) -> asyncio.Future[Message]:
-        """Queue a record; the future resolves once Kafka confirmed it (or failed). ``BufferError`` when
-        librdkafka's local queue is full (Kafka is not keeping up or is away): it does not wait for room."""
+        """Queue a record; its future resolves once Kafka confirmed it, or fails with ``KafkaClientError``.
+
+        ``BufferError`` when librdkafka's local queue stays full (Kafka is not keeping up or is away): it never
+        waits for room. ``KafkaClientError`` when librdkafka refuses the record outright.
+        """
         future: asyncio.Future[Message] = self._loop.create_future()
-        loop = self._loop
-
-        def delivered(err: KafkaError | None, msg: Message) -> None:
-            if err is not None:
-                loop.call_soon_threadsafe(_fail, future, KafkaClientError(err))
-            else:
-                loop.call_soon_threadsafe(_succeed, future, msg)
-
+        delivered = functools.partial(self._delivered, future)
         try:
             self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
         except BufferError:
-            # Local queue full: serve the deliveries already confirmed (never waiting: this runs on the event
-            # loop) and try once more; still full, the BufferError goes to the caller, who refuses the work.
+            # Serve the deliveries already confirmed (never waiting: this runs on the event loop) and try once
+            # more; a second BufferError goes to the caller, who refuses the work.
             self._producer.poll(0)
             self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc
         return future
 
-    def flush(self, timeout: float) -> int:
-        """Wait up to ``timeout`` seconds for queued records; returns how many are still queued."""
-        return int(self._producer.flush(timeout))
+    def _delivered(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
+        # Runs inside ``poll`` or ``flush``, on whichever thread called it: only queue the report.
+        self._reports.append((future, err, msg))
 
-    def close(self, timeout: float = 10.0) -> int:
-        """Flush, then stop the poll thread; returns how many records were left undelivered."""
-        left = self.flush(timeout)
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.1)
+            if self._reports:
+                self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        while self._reports:
+            future, err, msg = self._reports.popleft()
+            if future.done():  # cancelled by its waiter: nothing to tell
+                continue
+            if err is not None:
+                future.set_exception(KafkaClientError(err))
+            else:
+                future.set_result(msg)
+
+    async def close(self, wait_s: float) -> int:
+        """Wait up to ``wait_s`` seconds for the records still queued; returns how many were left unconfirmed."""
+        left = await asyncio.to_thread(self._producer.flush, wait_s)
         self._closed.set()
-        self._thread.join(timeout=2.0)
-        return left
-
-
-def _succeed(future: asyncio.Future[Message], msg: Message) -> None:
-    if not future.done():
-        future.set_result(msg)
-
-
-def _fail(future: asyncio.Future[Message], exc: BaseException) -> None:
-    if not future.done():
-        future.set_exception(exc)
+        await asyncio.to_thread(self._thread.join, 2.0)
+        self._settle()
+        return int(left)

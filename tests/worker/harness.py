@@ -105,7 +105,7 @@ class ScriptedPlatform:
         if self._runner is not None:
             await self._runner.cleanup()
         if self._producer is not None:
-            self._producer.close(5)
+            await self._producer.close(5)
 
     async def _send(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())

@@ -24,7 +24,7 @@ from fastapi.responses import PlainTextResponse
 
 from inturn import __version__
 from inturn.errors import SchemaError
-from inturn.kafka import make_producer
+from inturn.kafka import AsyncProducer, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
 from inturn.settings import load
@@ -32,7 +32,6 @@ from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
 from inturn_webhook.body import BodyTooLargeError, read_limited
 from inturn_webhook.intake import AckIntake, KafkaNotConfirmedError
-from inturn_webhook.producer import BatchedProducer
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError, verify
 from inturn_webhook.statuses import Callback, parse_generic, parse_meta
@@ -59,9 +58,7 @@ class _Runtime:
         return time.monotonic() - latest if latest else None
 
 
-async def _probe_kafka(
-    producer: BatchedProducer, topic: str, runtime: _Runtime, interval: float, max_age: float
-) -> None:
+async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, interval: float, max_age: float) -> None:
     """Ask Kafka for the acks topic's metadata every ``interval`` seconds, recording success."""
     while True:
         try:
@@ -87,7 +84,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        producer = BatchedProducer(
+        producer = AsyncProducer(
             make_producer(
                 cfg,
                 **{

@@ -23,9 +23,9 @@ from confluent_kafka import Message
 
 from inturn import schemas
 from inturn.errors import InturnError, KafkaClientError
+from inturn.kafka import AsyncProducer, Headers
 from inturn.metrics import webhook as metrics
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.producer import BatchedProducer, Headers
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
@@ -89,7 +89,7 @@ class Outcome:
 class AckIntake:
     """Produces a request's acks and dead letters and waits for Kafka to confirm them."""
 
-    def __init__(self, producer: BatchedProducer, settings: WebhookSettings) -> None:
+    def __init__(self, producer: AsyncProducer, settings: WebhookSettings) -> None:
         self._producer = producer
         self._acks_topic = settings.topic_acks
         self._dlq_topic = settings.topic_dlq
