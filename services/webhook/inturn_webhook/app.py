@@ -22,7 +22,7 @@ from confluent_kafka import KafkaException
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from inturn import __version__
+from inturn import __version__, probes
 from inturn.errors import SchemaError
 from inturn.kafka import AsyncProducer, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
@@ -227,6 +227,11 @@ def _refuse_signature(endpoint: str, reason: str) -> Response:
     return _json(401, {"detail": reason})
 
 
+def _probe(answer: tuple[int, bytes]) -> Response:
+    status, body = answer
+    return Response(body, status_code=status, media_type="application/json")
+
+
 _EMPTY = {"published": 0, "replayed": 0, "unknown_room": 0, "dead_lettered": 0, "ignored": 0}
 
 
@@ -236,21 +241,23 @@ def _add_probes(app: FastAPI, runtime: _Runtime, max_age: float) -> None:
     @app.get("/healthz", summary="Liveness: the process serves requests", responses=health, response_model=None)
     async def healthz() -> Response:
         """Always 200 while the process can answer."""
-        return _json(200, {"status": "ok"})
+        return _probe(probes.health_answer(True, {}))
 
     @app.get(
         "/readyz",
         summary="Readiness: Kafka answered recently",
         response_model=None,
-        responses={**health, 503: {"model": openapi.Health, "description": "Kafka not reachable recently."}},
+        responses={
+            200: {"model": openapi.Ready, "description": "Kafka answered within the readiness window."},
+            503: {"model": openapi.Ready, "description": "Kafka not reachable recently."},
+        },
     )
     async def readyz() -> Response:
         """200 when Kafka answered within the readiness window, else 503."""
         age = runtime.kafka_age()
         ready = age is not None and age < max_age
         metrics.KAFKA_REACHABLE.set(1 if ready else 0)
-        body = {"status": "ready" if ready else "kafka unreachable", "kafka_last_ok_s": age}
-        return _json(200 if ready else 503, body)
+        return _probe(probes.ready_answer(ready, {"kafka_last_ok_s": age}))
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:

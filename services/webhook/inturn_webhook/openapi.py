@@ -6,7 +6,7 @@ bodies are described here as plain JSON Schema rather than parsed through pydant
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -147,9 +147,15 @@ class Problem(BaseModel):
 
 
 class Health(BaseModel):
-    """A probe's answer."""
+    """``/healthz``'s answer (the shape of every inturn process: ``inturn.probes``)."""
 
-    status: str
+    status: Literal["ok", "failed"]
+
+
+class Ready(BaseModel):
+    """``/readyz``'s answer (the shape of every inturn process: ``inturn.probes``)."""
+
+    ready: bool
     kafka_last_ok_s: float | None = Field(None, description="Seconds since Kafka last answered.")
 
 
