@@ -13,6 +13,7 @@ import asyncio
 import functools
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer as _Consumer
@@ -141,6 +142,32 @@ def partition_for(key: str | bytes, partitions: int) -> int:
     return (murmur2(raw) & 0x7FFFFFFF) % partitions
 
 
+class DeliveryThread:
+    """Serves a producer's delivery reports on a thread of its own: ``poll`` waits inside librdkafka (no GIL held,
+    no CPU used while nothing arrives) and runs the records' callbacks; ``after_poll`` runs after each poll.
+
+    The one serve loop of inturn's producer wrappers (``AsyncProducer`` here, the SDK's ``MessageProducer``).
+    """
+
+    def __init__(self, producer: Producer, name: str, after_poll: Callable[[], None] | None = None) -> None:
+        self._producer = producer
+        self._after_poll = after_poll
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stopped.is_set():
+            self._producer.poll(0.1)
+            if self._after_poll is not None:
+                self._after_poll()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop polling (after ``flush``: the callbacks of what is still queued run in whoever polls next)."""
+        self._stopped.set()
+        self._thread.join(timeout)
+
+
 #: Record headers as confluent_kafka takes them.
 Headers = list[tuple[str, str | bytes | None]]
 _Report = tuple["asyncio.Future[Message]", KafkaError | None, Message]
@@ -163,9 +190,7 @@ class AsyncProducer:
         self._producer = producer
         self._loop = asyncio.get_running_loop()
         self._reports: deque[_Report] = deque()  # appended by librdkafka's callers, drained by the loop
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="kafka-deliveries", daemon=True)
-        self._thread.start()
+        self._deliveries = DeliveryThread(producer, "kafka-deliveries", self._wake)
 
     @property
     def producer(self) -> Producer:
@@ -197,11 +222,10 @@ class AsyncProducer:
         # Runs inside ``poll`` or ``flush``, on whichever thread called it: only queue the report.
         self._reports.append((future, err, msg))
 
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            self._producer.poll(0.1)
-            if self._reports:
-                self._loop.call_soon_threadsafe(self._settle)
+    def _wake(self) -> None:
+        # On the delivery thread, after a poll: one wake-up of the loop for every report that poll queued.
+        if self._reports:
+            self._loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
         while self._reports:
@@ -216,7 +240,6 @@ class AsyncProducer:
     async def close(self, wait_s: float) -> int:
         """Wait up to ``wait_s`` seconds for the records still queued; returns how many were left unconfirmed."""
         left = await asyncio.to_thread(self._producer.flush, wait_s)
-        self._closed.set()
-        await asyncio.to_thread(self._thread.join, 2.0)
+        await asyncio.to_thread(self._deliveries.stop)
         self._settle()
         return int(left)

@@ -33,7 +33,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaMessage
 
 from inturn.errors import InturnError, KafkaClientError
-from inturn.kafka import make_producer
+from inturn.kafka import DeliveryThread, make_producer
 from inturn.schemas import DeadLetter, Message, encode, now_ms, validate
 from inturn.settings import KafkaSettings
 
@@ -94,12 +94,7 @@ class MessageProducer:
         self._settings = settings
         self._producer = make_producer(settings, **producer_overrides)
         self._closed = threading.Event()
-        self._poller = threading.Thread(target=self._serve, name="inturn-sdk-producer-poll", daemon=True)
-        self._poller.start()
-
-    def _serve(self) -> None:
-        while not self._closed.is_set():
-            self._producer.poll(0.1)
+        self._deliveries = DeliveryThread(self._producer, "inturn-sdk-producer-poll")
 
     def send(self, message: Message, headers: Headers | None = None) -> Future[Delivery]:
         """Queue ``message`` on the messages topic, key = its room; the future resolves once Kafka has it."""
@@ -154,7 +149,7 @@ class MessageProducer:
             return 0
         left = self.flush(timeout)
         self._closed.set()
-        self._poller.join(timeout=2.0)
+        self._deliveries.stop()
         return left
 
     def __enter__(self) -> MessageProducer:

@@ -142,3 +142,13 @@ def chaos_pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Pa
         yield line
     finally:
         line.stop()
+
+
+def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
+    """Wait until ``share`` of ``total`` reached the device."""
+    wait_until(
+        lambda: scenario.delivered() >= total * share,
+        within,
+        f"{scenario.name}: {share:.0%} of {total} delivered",
+        every=0.3,
+    )

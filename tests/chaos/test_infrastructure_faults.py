@@ -29,21 +29,13 @@ from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline
 from inturn_devtools.process import free_port
 from inturn_devtools.services import ServiceProcess
 from tests.bridge.conftest import wait_writable
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress
 from tests.worker.harness import read_topic
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
 ROOMS, PER_ROOM = 1000, 6
 OUTAGE_S = 5.0  # how long PostgreSQL / Kafka stay away: the scenario itself, not a wait for a condition
-
-
-def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
-    """Wait until ``share`` of ``total`` reached the device."""
-    deadline = time.monotonic() + within
-    while scenario.delivered() < total * share:
-        assert time.monotonic() < deadline, f"{scenario.name}: {share:.0%} not delivered after {within}s"
-        time.sleep(0.3)  # polling the condition above, with a deadline
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from inturn_devtools.pipeline import Pipeline
-from tests.chaos.conftest import Scenario, assert_target, owned_partitions, rooms_of
+from tests.chaos.conftest import Scenario, assert_target, owned_partitions, progress, rooms_of
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -21,14 +21,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 #: use 1000 rooms, which keeps the whole matrix near 15 minutes.
 BIG_ROOMS, BIG_PER_ROOM = 5000, 20
 ROOMS, PER_ROOM = 1000, 6  # the single-fault scenarios
-
-
-def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
-    """Wait until ``share`` of ``total`` reached the device."""
-    deadline = time.monotonic() + within
-    while scenario.delivered() < total * share:
-        assert time.monotonic() < deadline, f"{scenario.name}: {share:.0%} not delivered after {within}s"
-        time.sleep(0.3)  # polling the condition above, with a deadline
 
 
 def replace(line: Pipeline, names: list[str], index: int, generation: int) -> str:
