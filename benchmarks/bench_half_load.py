@@ -25,7 +25,6 @@ from benchmarks import matrix_figures as figures
 from benchmarks.bench_matrix import (
     PARTITIONS,
     PAYLOAD_BYTES,
-    message_value,
     raw_loop,
     read_events,
     sim_env_for,
@@ -35,7 +34,7 @@ from inturn.kafka import committed_total, make_producer
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
-from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.pipeline import Pipeline, message_value
 from inturn_devtools.receipts import check
 
 TARGET_P99_MS = 50

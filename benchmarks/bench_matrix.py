@@ -39,10 +39,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
 from inturn.kafka import base_config, make_producer
-from inturn.schemas import Message, encode, now_ms
+from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres
-from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline, message_value
 from inturn_devtools.receipts import check
 
 PARTITIONS = 12  # the project's default topic_partitions; both modes use the same count
@@ -213,24 +213,6 @@ def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: d
         "msgs_per_s": round(accepted / bare["wall_s"], 1),
         "cpu_us_per_request": round(bare["cpu_us_per_request"], 1),
     }
-
-
-def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, bytes]:
-    """Message ``n`` of room ``r`` of a scenario: its room id, message id and encoded record."""
-    room = f"{prefix}-{r}"
-    message_id = f"{room}#{n}"
-    value = encode(
-        Message(
-            room_id=room,
-            message_id=message_id,
-            platform="whatsapp",
-            account=PHONE_NUMBER_ID,
-            recipient=f"49170{r:07d}",
-            payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
-            created_at_ms=now_ms(),
-        )
-    )
-    return room, message_id, value
 
 
 def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:

@@ -25,6 +25,25 @@ ACCESS_TOKEN = "pipeline-token"  # noqa: S105 - same
 PHONE_NUMBER_ID = "100200300"
 
 
+def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, bytes]:
+    """Message ``n`` of room ``r`` of a workload (room ``{prefix}-{r}``, recipient derived from ``r``): its room id,
+    message id and encoded record."""
+    room = f"{prefix}-{r}"
+    message_id = f"{room}#{n}"
+    value = encode(
+        Message(
+            room_id=room,
+            message_id=message_id,
+            platform="whatsapp",
+            account=PHONE_NUMBER_ID,
+            recipient=f"49170{r:07d}",
+            payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
+            created_at_ms=now_ms(),
+        )
+    )
+    return room, message_id, value
+
+
 class Pipeline:
     """Simulator + webhook + workers wired to one set of topics and one database."""
 
@@ -173,18 +192,8 @@ class Pipeline:
         count = 0
         for n in range(per_room):
             for r in range(rooms):
-                room = f"{prefix}-{r}"
-                message_id = f"{room}#{n}"
-                message = Message(
-                    room_id=room,
-                    message_id=message_id,
-                    platform="whatsapp",
-                    account=PHONE_NUMBER_ID,
-                    recipient=f"49170{r:07d}",
-                    payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
-                    created_at_ms=now_ms(),
-                )
-                producer.produce(self.topics.topic_messages, key=room, value=encode(message))
+                room, message_id, value = message_value(prefix, r, n, filler)
+                producer.produce(self.topics.topic_messages, key=room, value=value)
                 self.produced.setdefault(room, []).append(message_id)
                 count += 1
                 if count % 10_000 == 0:
