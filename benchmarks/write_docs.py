@@ -235,7 +235,8 @@ def _matrix_sections(
     out += [f"![Throughput per scenario]({rel}/throughput.svg)", "", "### Added latency", ""]
     out += [
         "Milliseconds, p50 / p99 over the messages sent in the window. *consumed→sent*: sent_at_ms - consumed_at_ms "
-        "of the worker's `dispatched` events; with a standing backlog it is mostly the wait behind the room's "
+        "of each message's send (its terminal event, or a `dispatched` event where the worker wrote one); "
+        "with a standing backlog it is mostly the wait behind the room's "
         "earlier messages (and in 'partition' mode behind the partition's). *turn→sent*: from the moment the "
         "message could go (the later of its consumption and the terminal event of the room's previous message; in "
         "'partition' mode also of the partition's previous one) to its send: the worker's own delay. "
