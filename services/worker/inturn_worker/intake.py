@@ -60,7 +60,10 @@ class Intake:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="intake")
         self._stopping = False
-        self._commits: list[TopicPartition] = []  # decided by the loop, sent by the thread
+        #: Offsets to commit, per partition: decided by the loop, sent by the thread's next turn. Merged, never
+        #: replaced: ``_to_commit`` records an offset as committed when it decides it, so a decision the thread
+        #: has not sent yet (its turn can block in a rebalance callback for seconds) must not be dropped.
+        self._commits: dict[int, TopicPartition] = {}
         self._commit_failures: deque[int] = deque()  # partitions whose commit failed (from the thread)
         self._pauses: tuple[list[TopicPartition], list[TopicPartition]] = ([], [])  # (pause, resume)
         self._checkpoint = checkpoint
@@ -112,7 +115,7 @@ class Intake:
             now = time.monotonic()
             if allowed is not None and now - self._last_commit >= commit_every:
                 self._last_commit = now
-                self._commits = self._to_commit(allowed)
+                self._decide_commits(allowed)
 
     async def _round(self, only: list[Partition] | None = None) -> dict[int, int] | None:
         """One checkpoint round, recorded in the partitions; the offsets it allows to commit (None: it failed)."""
@@ -124,7 +127,7 @@ class Intake:
 
     def _step(self, batch_size: int) -> list[Message]:
         """On the consumer thread: send the commits and pauses the loop decided, consume."""
-        commits, self._commits = self._commits, []
+        commits = self._take_commits()
         if commits:
             self._commit(commits, asynchronous=True)
         (pause, resume), self._pauses = self._pauses, ([], [])
@@ -225,15 +228,29 @@ class Intake:
             self._pauses = (pause, resume)
             m.PAUSED_PARTITIONS.set(sum(1 for p in self._parts.values() if p.paused))
 
-    def _to_commit(self, allowed: dict[int, int]) -> list[TopicPartition]:
+    def _decide_commits(self, allowed: dict[int, int]) -> None:
+        """On the loop: add what ``allowed`` lets commit to what the thread's next turn sends."""
+        # A new dict, not an update in place: the thread may be taking the current one right now.
+        self._commits = {**self._commits, **self._to_commit(allowed)}
+
+    def _take_commits(self, only: set[int] | None = None) -> list[TopicPartition]:
+        """The decided commits (of ``only`` those partitions), removed from what is still to send."""
+        if only is None:
+            commits, self._commits = self._commits, {}
+            return list(commits.values())
+        taken = [tp for p, tp in self._commits.items() if p in only]
+        self._commits = {p: tp for p, tp in self._commits.items() if p not in only}
+        return taken
+
+    def _to_commit(self, allowed: dict[int, int]) -> dict[int, TopicPartition]:
         """On the loop: the offsets to commit (past what was committed), recorded as committed."""
-        tps = []
+        tps = {}
         for partition, offset in allowed.items():
             part = self._parts.get(partition)
             if part is None or part.fenced or (part.offsets.committed is not None and offset <= part.offsets.committed):
                 continue
             part.offsets.committed = offset
-            tps.append(TopicPartition(self._topic, partition, offset))
+            tps[partition] = TopicPartition(self._topic, partition, offset)
         return tps
 
     def _after_commits(self) -> None:
@@ -299,12 +316,15 @@ class Intake:
             part.revoke()  # no room starts a send for them from now on
         await self._rooms.drain(parts, grace)
         allowed = await self._round(only=parts)
-        commits = self._to_commit(allowed) if allowed else []
+        # The consumer thread is in this callback (or consuming no more): offsets decided for these partitions
+        # and not sent yet go out with the final commit, or nothing would ever send them.
+        commits = {tp.partition: tp for tp in self._take_commits({p.partition for p in parts})}
+        commits.update(self._to_commit(allowed) if allowed else {})
         self._acks.unassign(parts)
         for part in parts:
             self._parts.pop(part.partition, None)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
-        return commits
+        return list(commits.values())
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._in_loop(self._lost([tp.partition for tp in partitions]), timeout=30)
