@@ -198,22 +198,29 @@ class AsyncProducer:
         return self._producer
 
     def produce(
-        self, topic: str, value: bytes, key: str | bytes | None = None, headers: Headers | None = None
+        self,
+        topic: str,
+        value: bytes,
+        key: str | bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
     ) -> asyncio.Future[Message]:
         """Queue a record; its future resolves once Kafka confirmed it, or fails with ``KafkaClientError``.
+        ``partition`` None: the producer's partitioner (murmur2 of the key) chooses.
 
         ``BufferError`` when librdkafka's local queue stays full (Kafka is not keeping up or is away): it never
         waits for room. ``KafkaClientError`` when librdkafka refuses the record outright.
         """
         future: asyncio.Future[Message] = self._loop.create_future()
         delivered = functools.partial(self._delivered, future)
+        where = -1 if partition is None else partition  # -1: librdkafka's "unassigned", the partitioner decides
         try:
-            self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
+            self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
         except BufferError:
             # Serve the deliveries already confirmed (never waiting: this runs on the event loop) and try once
             # more; a second BufferError goes to the caller, who refuses the work.
             self._producer.poll(0)
-            self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=delivered)
+            self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc
         return future

@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 import orjson
@@ -246,13 +246,30 @@ def _reason(cls: type[Any], exc: msgspec.ValidationError) -> str:
 # --- Routing data the worker attaches to a send and the webhook reads back from a status -----------
 
 
-def encode_callback_data(room_id: str, message_id: str) -> str:
+#: The highest partition number callback data may name (Kafka topics have far fewer partitions).
+CALLBACK_PARTITION_MAX = 99_999
+
+
+class CallbackData(NamedTuple):
+    """What the worker attaches to a send and the platform echoes with each status: the room, the message and
+    the messages partition the worker consumed it from (the webhook publishes the ack to the same acks partition,
+    whatever partitioner the message's producer used)."""
+
+    room_id: str
+    message_id: str
+    partition: int | None = None
+
+
+def encode_callback_data(room_id: str, message_id: str, partition: int | None = None) -> str:
     """What the worker puts in WhatsApp's ``biz_opaque_callback_data`` (max 512 characters)."""
-    return orjson.dumps({"r": room_id, "m": message_id}).decode()
+    if partition is None:
+        return orjson.dumps({"r": room_id, "m": message_id}).decode()
+    return orjson.dumps({"r": room_id, "m": message_id, "p": partition}).decode()
 
 
-def decode_callback_data(data: str | None) -> tuple[str, str] | None:
-    """(room_id, message_id) from ``biz_opaque_callback_data``, or None when it is not ours."""
+def decode_callback_data(data: str | None) -> CallbackData | None:
+    """The room, message and partition from ``biz_opaque_callback_data``, or None when it is not ours. A
+    partition that is not a small non-negative integer is ignored (the ack is then routed by the room)."""
     if not data:
         return None
     try:
@@ -261,7 +278,9 @@ def decode_callback_data(data: str | None) -> tuple[str, str] | None:
         return None
     if not isinstance(obj, dict):
         return None
-    room, msg = obj.get("r"), obj.get("m")
-    if isinstance(room, str) and isinstance(msg, str) and room and msg:
-        return room, msg
-    return None
+    room, msg, partition = obj.get("r"), obj.get("m"), obj.get("p")
+    if not (isinstance(room, str) and isinstance(msg, str) and room and msg):
+        return None
+    if type(partition) is not int or not 0 <= partition <= CALLBACK_PARTITION_MAX:
+        partition = None
+    return CallbackData(room, msg, partition)

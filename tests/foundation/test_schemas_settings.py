@@ -96,8 +96,13 @@ def test_a_dead_letter_keeps_the_original_bytes() -> None:
     assert (letter.reason, letter.partition, letter.offset) == ("undecodable", 3, 9)
 
 
-def test_callback_data_carries_room_and_message_and_ignores_foreign_data() -> None:
-    assert decode_callback_data(encode_callback_data("room|1", 'm"2')) == ("room|1", 'm"2')
+def test_callback_data_carries_room_message_and_partition_and_ignores_foreign_data() -> None:
+    assert decode_callback_data(encode_callback_data("room|1", 'm"2')) == ("room|1", 'm"2', None)
+    assert decode_callback_data(encode_callback_data("room|1", "m", 7)) == ("room|1", "m", 7)
+    assert decode_callback_data('{"r":"room","m":"m","p":0}') == ("room", "m", 0)
+    # A partition that cannot be one is dropped (the ack is then routed by the room), the rest still counts.
+    for partition in ('"3"', "-1", "1.5", "true", "100000"):
+        assert decode_callback_data(f'{{"r":"room","m":"m","p":{partition}}}') == ("room", "m", None)
     for foreign in (None, "", "plain text", "[1,2]", '{"r":1,"m":"x"}'):
         assert decode_callback_data(foreign) is None
 

@@ -19,6 +19,7 @@ from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import create_app
 from inturn_webhook.signature import sign
+from tests.waiting import eventually
 
 APP_SECRET = "current-app-secret"
 PREVIOUS_APP_SECRET = "previous-app-secret"
@@ -50,6 +51,14 @@ class Webhook:
     app: FastAPI
     client: httpx.AsyncClient
     settings: WebhookSettings
+
+    async def ready(self) -> None:
+        """Wait until the readiness probe has read the acks topic's metadata (its partition count)."""
+
+        async def known() -> bool:
+            return (await self.client.get("/readyz")).status_code == 200
+
+        await eventually(known, 30, "the webhook's Kafka probe to answer")
 
     async def post_meta(self, payload: object, secret: str = APP_SECRET) -> httpx.Response:
         """POST ``payload`` to the WhatsApp endpoint, signed with ``secret``."""

@@ -82,6 +82,42 @@ async def test_a_signed_multi_status_payload_becomes_acks_on_each_rooms_partitio
     assert message_partitions == {room: ack_partitions[room] for room in ROOMS}
 
 
+async def test_an_ack_goes_to_the_partition_named_in_the_callback_data_not_the_rooms_hash(webhook: Webhook) -> None:
+    settings = webhook.settings
+    # For each room, a partition other than murmur2(room): what a producer with another partitioner chose.
+    elsewhere = {room: (partition_for(room, 4) + 1) % 4 for room in ROOMS[:4]}
+    statuses = [meta_status(f"wamid.{room}", room=room, message="m") for room in elsewhere]
+    for status, (room, partition) in zip(statuses, elsewhere.items(), strict=True):
+        status["biz_opaque_callback_data"] = schemas.encode_callback_data(room, "m", partition)
+    # A partition the acks topic does not have (4 partitions): routed by the room instead.
+    statuses.append(meta_status("wamid.far", room="room-far", message="m"))
+    statuses[-1]["biz_opaque_callback_data"] = schemas.encode_callback_data("room-far", "m", 9)
+    await webhook.ready()
+
+    response = await webhook.post_meta(meta_payload(*statuses))
+
+    assert (response.status_code, response.json()["published"]) == (200, 5), response.text
+    placed = {key: partition for key, partition, _ in read_topic(settings, settings.topic_acks, 5)}
+    assert placed == {**elsewhere, "room-far": partition_for("room-far", 4)}
+    generic = orjson.dumps(
+        {
+            "acks": [
+                {
+                    "room_id": "room-0",
+                    "platform_message_id": "g.1",
+                    "status": "sent",
+                    "timestamp_ms": 5,
+                    "partition": elsewhere["room-0"],
+                }
+            ]
+        }
+    )
+    signed = {"X-Inturn-Signature-256": sign(generic, GENERIC_SECRET.encode())}
+    assert (await webhook.client.post("/webhooks/generic/acme", content=generic, headers=signed)).status_code == 200
+    [*_, (key, partition, _)] = read_topic(settings, settings.topic_acks, 6)
+    assert (key, partition) == ("room-0", elsewhere["room-0"])
+
+
 async def test_a_bad_signature_is_answered_401_and_nothing_is_published(webhook: Webhook) -> None:
     body = orjson.dumps(meta_payload(meta_status("wamid.1", room="r", message="m")))
     variants = {

@@ -78,16 +78,17 @@ def test_the_fast_ack_encoding_decodes_as_the_ack_schema_would_build_it(
 
 def test_the_room_comes_from_callback_data_first_then_from_the_recipient_template() -> None:
     rooms = RoomResolver("wa:{account}:{recipient}")
-    assert rooms.resolve(encode_callback_data("room-1", "m-1"), "4917", "acc") == ("room-1", "m-1")
-    assert rooms.resolve("not ours", "4917", "acc") == ("wa:acc:4917", None)
-    assert rooms.resolve(encode_callback_data("r" * 300, "m"), None) == (None, None)  # too long for an Ack
-    assert RoomResolver(None).resolve(None, "4917") == (None, None)
+    assert rooms.resolve(encode_callback_data("room-1", "m-1"), "4917", "acc") == ("room-1", "m-1", None)
+    assert rooms.resolve(encode_callback_data("room-1", "m-1", 3), "4917", "acc") == ("room-1", "m-1", 3)
+    assert rooms.resolve("not ours", "4917", "acc") == ("wa:acc:4917", None, None)
+    assert rooms.resolve(encode_callback_data("r" * 300, "m"), None) == (None, None, None)  # too long for an Ack
+    assert RoomResolver(None).resolve(None, "4917") == (None, None, None)
 
 
 def test_a_json_recipient_map_names_rooms_and_leaves_others_unknown() -> None:
     rooms = RoomResolver('{"4917": "room-a"}')
-    assert rooms.resolve(None, "4917") == ("room-a", None)
-    assert rooms.resolve(None, "4918") == (None, None)
+    assert rooms.resolve(None, "4917") == ("room-a", None, None)
+    assert rooms.resolve(None, "4918") == (None, None, None)
 
 
 def test_the_signature_accepts_any_listed_secret_and_refuses_everything_else() -> None:

@@ -112,7 +112,7 @@ class ScriptedPlatform:
         recipient = body["to"]
         routed = decode_callback_data(body.get("biz_opaque_callback_data"))
         assert routed is not None, body
-        room_id, message_id = routed
+        room_id, message_id = routed.room_id, routed.message_id
         behaviour = self.behaviour[recipient]
         if behaviour.answers:
             status, retry_after = behaviour.answers.popleft()

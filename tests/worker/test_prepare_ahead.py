@@ -24,7 +24,7 @@ class Counting(Platform):
         self.rendered: list[str] = []
         self.refuse_head = refuse_head
 
-    def prepare(self, message: Message) -> PreparedSend:
+    def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         self.rendered.append(message.message_id)
         if self.refuse_head and message.message_id == "m0":
             raise PermanentPlatformError("no phone_number_id")

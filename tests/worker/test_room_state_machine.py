@@ -43,7 +43,7 @@ class Platform(PlatformAdapter):
         self.max_concurrent = 0
         self.accepted: list[str] = []
 
-    def prepare(self, message: Message) -> PreparedSend:
+    def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         return PreparedSend(url="sim://", body=message.message_id.encode(), account="acct", headers={})
 
     def parse_accepted(self, body: bytes) -> SendResult:

@@ -52,13 +52,23 @@ async def retrying(call: Callable[[], Awaitable[T]], what: str, gone: Callable[[
 
 @dataclass(frozen=True, slots=True)
 class CursorUpdate:
-    """A room's newest terminal message."""
+    """A room's newest terminal message, and the digests of its last sent message ids (``Recent``)."""
 
     room_id: str
     partition: int
     offset: int
     message_id: str
     outcome: str
+    recent: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """A room's cursor as stored: where its partition stands, and the digests of its last sent message ids."""
+
+    partition: int
+    offset: int
+    recent: bytes
 
 
 def _storable(text: str | None) -> str | None:
@@ -74,15 +84,17 @@ DO UPDATE SET epoch = partition_epochs.epoch + 1, owner = EXCLUDED.owner, claime
 RETURNING partition, epoch
 """
 
-# The updates arrive as one JSON array of [room_id, partition, terminal_offset, message_id, outcome] rows: asyncpg
+# The updates arrive as one JSON array of [room_id, partition, terminal_offset, message_id, outcome, recent_ids as
+# hex] rows: asyncpg
 # encodes an array parameter element by element with abstract-class checks on each (25k rooms: 30-70 ms of the
 # event loop per checkpoint, every room stalled meanwhile), orjson dumps the same rows in a few milliseconds.
 _WRITE_CURSORS = """
-INSERT INTO room_cursors AS c (messages_topic, room_id, partition, terminal_offset, message_id, outcome, epoch)
-SELECT $1, u.room_id, u.partition, u.terminal_offset, u.message_id, u.outcome, e.epoch
+INSERT INTO room_cursors AS c
+    (messages_topic, room_id, partition, terminal_offset, message_id, outcome, epoch, recent_ids)
+SELECT $1, u.room_id, u.partition, u.terminal_offset, u.message_id, u.outcome, e.epoch, u.recent_ids
 FROM (
     SELECT r->>0 AS room_id, (r->>1)::int AS partition, (r->>2)::bigint AS terminal_offset,
-           r->>3 AS message_id, r->>4 AS outcome
+           r->>3 AS message_id, r->>4 AS outcome, decode(r->>5, 'hex') AS recent_ids
     FROM jsonb_array_elements($2::jsonb) AS r
 ) AS u
 JOIN partition_epochs e ON e.messages_topic = $1 AND e.partition = u.partition
@@ -90,7 +102,7 @@ JOIN unnest($3::int[], $4::bigint[]) AS mine(partition, epoch)
      ON mine.partition = u.partition AND mine.epoch = e.epoch
 ON CONFLICT (messages_topic, room_id) DO UPDATE
 SET partition = EXCLUDED.partition, terminal_offset = EXCLUDED.terminal_offset, message_id = EXCLUDED.message_id,
-    outcome = EXCLUDED.outcome, epoch = EXCLUDED.epoch, updated_at = now()
+    outcome = EXCLUDED.outcome, epoch = EXCLUDED.epoch, recent_ids = EXCLUDED.recent_ids, updated_at = now()
 WHERE c.partition <> EXCLUDED.partition OR c.terminal_offset < EXCLUDED.terminal_offset
 """
 
@@ -113,21 +125,25 @@ class Store:
         """Write cursors under ``epochs``; returns the partitions whose epoch moved on (fenced)."""
         async with self._pool.acquire() as conn, conn.transaction():
             if updates:
-                payload = orjson.dumps([(u.room_id, u.partition, u.offset, u.message_id, u.outcome) for u in updates])
+                payload = orjson.dumps(
+                    [(u.room_id, u.partition, u.offset, u.message_id, u.outcome, u.recent.hex()) for u in updates]
+                )
                 await conn.execute(_WRITE_CURSORS, self._topic, payload.decode(), list(epochs), list(epochs.values()))
             rows = await conn.fetch(_EPOCHS, self._topic, list(epochs))
         current = {int(r["partition"]): int(r["epoch"]) for r in rows}
         return {p for p, epoch in epochs.items() if current.get(p) != epoch}
 
-    async def cursors(self, room_ids: list[str]) -> dict[str, tuple[int, int]]:
-        """(partition, terminal offset) of each room that has a cursor."""
+    async def cursors(self, room_ids: list[str]) -> dict[str, Cursor]:
+        """The cursor of each room that has one."""
         rows = await self._pool.fetch(
-            "SELECT room_id, partition, terminal_offset FROM room_cursors "
+            "SELECT room_id, partition, terminal_offset, recent_ids FROM room_cursors "
             "WHERE messages_topic = $1 AND room_id = ANY($2::text[])",
             self._topic,
             room_ids,
         )
-        return {r["room_id"]: (int(r["partition"]), int(r["terminal_offset"])) for r in rows}
+        return {
+            r["room_id"]: Cursor(int(r["partition"]), int(r["terminal_offset"]), bytes(r["recent_ids"])) for r in rows
+        }
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Keep a dead letter (also on the dead-letter topic) for listing and replay.

@@ -20,7 +20,13 @@ DUPLICATE_ACKS = LockFreeCounter("inturn_worker_duplicate_acks", "Acks for messa
 RETRIES = Counter("inturn_worker_retries_total", "Send attempts that failed transiently.", ["platform", "reason"])
 DEAD_LETTERS = Counter("inturn_worker_dead_letters_total", "Messages dead-lettered.", ["platform", "reason"])
 SKIPPED_DUPLICATES = Counter(
-    "inturn_worker_skipped_duplicates_total", "Messages skipped because the room cursor was past them."
+    "inturn_worker_skipped_duplicates_total",
+    "Messages skipped as already done: the room cursor was past them, or their id was among the room's recent sends.",
+)
+MISROUTED = Counter(
+    "inturn_worker_misrouted_messages_total",
+    "Messages consumed from a partition other than murmur2(room_id): their producer used another partitioner "
+    "(set partitioner=murmur2_random). Their acks still find this worker through the callback data.",
 )
 ACTIVE_ROOMS = Gauge("inturn_worker_active_rooms", "Rooms with a running sender loop.")
 STUCK_ROOMS = Gauge("inturn_worker_stuck_rooms", "Rooms whose head message waits longer than its ack timeout.")

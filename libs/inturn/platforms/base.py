@@ -53,8 +53,10 @@ class PlatformAdapter(ABC):
         self.transport = HttpTransport(pool_size, send_timeout_s)
 
     @abstractmethod
-    def prepare(self, message: Message) -> PreparedSend:
-        """Render ``message`` for this platform (pure CPU; may run ahead of the send)."""
+    def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
+        """Render ``message`` for this platform (pure CPU; may run ahead of the send). ``partition``: the messages
+        partition it was consumed from, for the data the platform echoes with its statuses (the webhook publishes
+        the ack to that partition)."""
 
     @abstractmethod
     def parse_accepted(self, body: bytes) -> SendResult:

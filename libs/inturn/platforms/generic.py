@@ -2,7 +2,9 @@
 
 The message id goes in the ``Idempotency-Key`` header, so a platform that honours it drops the
 re-send of an in-flight message after a crash. Acks come back through the webhook's generic
-endpoint (``/webhooks/generic/{platform}``) carrying room_id and message_id.
+endpoint (``/webhooks/generic/{platform}``) carrying room_id and message_id, and the ``partition`` of the
+send's body when the platform echoes it (the ack then reaches the worker that sent the message whatever
+partitioner the message's producer used).
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ class GenericAdapter(PlatformAdapter):
 
     name = "generic"
 
-    def prepare(self, message: Message) -> PreparedSend:
-        """Render the JSON body; the account is the message's account or 'default'."""
-        body = {
+    def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
+        """Render the JSON body; the account is the message's account or 'default'. ``partition`` goes in the
+        body for the platform to echo in its acks (the webhook then publishes each ack to that partition)."""
+        body: dict[str, object] = {
             "room_id": message.room_id,
             "message_id": message.message_id,
             "recipient": message.recipient,
             "payload": message.payload,
         }
+        if partition is not None:
+            body["partition"] = partition
         return PreparedSend(
             url=f"{self.settings.generic_base_url.rstrip('/')}/messages",
             body=json_body(body),

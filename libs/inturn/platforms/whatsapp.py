@@ -25,7 +25,7 @@ class WhatsAppAdapter(PlatformAdapter):
 
     name = "whatsapp"
 
-    def prepare(self, message: Message) -> PreparedSend:
+    def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         """Render the Cloud API body; the account is the sender's phone_number_id."""
         account = message.account or self.settings.whatsapp_phone_number_id
         if not account:
@@ -35,7 +35,7 @@ class WhatsAppAdapter(PlatformAdapter):
             "recipient_type": "individual",
             "to": message.recipient,
             **message.payload,
-            "biz_opaque_callback_data": encode_callback_data(message.room_id, message.message_id),
+            "biz_opaque_callback_data": encode_callback_data(message.room_id, message.message_id, partition),
         }
         base = self.settings.whatsapp_base_url.rstrip("/")
         return PreparedSend(

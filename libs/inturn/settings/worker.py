@@ -95,6 +95,13 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
         description="On revoke/shutdown, how long in-flight messages get to reach an outcome; more than the ack "
         "timeout plus a send, so that each one does (acked or timed out) and none is sent again.",
     )
+    worker_dedup_window: int = Field(
+        16,
+        ge=0,
+        le=1024,
+        description="Message ids remembered per room (with its cursor): a second copy of one of the room's last N "
+        "sent messages is recorded as a duplicate and not sent. 0 turns this off (only offsets are compared).",
+    )
     worker_cursor_flush_ms: int = Field(200, ge=10, description="How often room cursors are written (batched).")
     worker_ack_lookback_ms: int = Field(
         60_000, ge=0, description="Read acks partitions from this far before an assignment (acks that raced it)."

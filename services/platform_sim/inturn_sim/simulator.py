@@ -160,7 +160,7 @@ class Simulator:
             fate = DROP
         read = knobs.read_rate > 0 and rng.random() < knobs.read_rate
         decoded = decode_callback_data(callback_data)
-        room_id, message_id = decoded if decoded is not None else (None, None)
+        room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
         sent = Sent(
             wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation
         )

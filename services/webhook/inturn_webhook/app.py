@@ -62,11 +62,14 @@ async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, i
     """Ask Kafka for the acks topic's metadata every ``interval`` seconds, recording success."""
     while True:
         try:
-            await asyncio.to_thread(producer.producer.list_topics, topic, min(interval, 5.0))
+            metadata = await asyncio.to_thread(producer.producer.list_topics, topic, min(interval, 5.0))
         except KafkaException as exc:
             log.warning("kafka_unreachable", error=str(exc.args[0]))
         else:
             runtime.kafka_ok_at = time.monotonic()
+            found = metadata.topics.get(topic)
+            if runtime.intake is not None and found is not None and found.error is None and found.partitions:
+                runtime.intake.acks_partitions = len(found.partitions)
         age = runtime.kafka_age()
         metrics.KAFKA_REACHABLE.set(1 if age is not None and age < max_age else 0)
         await asyncio.sleep(interval)

@@ -96,12 +96,14 @@ class AckIntake:
         self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
+        #: How many partitions the acks topic has (from the readiness probe's metadata; None until it answered).
+        self.acks_partitions: int | None = None
 
     def _produce(
-        self, topic: str, value: bytes, key: str | None, headers: Headers | None = None
+        self, topic: str, value: bytes, key: str | None, headers: Headers | None = None, partition: int | None = None
     ) -> asyncio.Future[Message]:
         try:
-            return self._producer.produce(topic, value, key=key, headers=headers)
+            return self._producer.produce(topic, value, key=key, headers=headers, partition=partition)
         except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
             raise KafkaNotConfirmedError("producer queue full") from exc
         except KafkaClientError as exc:
@@ -144,7 +146,9 @@ class AckIntake:
                 future = self._dead_letter("unknown_room", "unknown room", ack_source(status.source))
             else:
                 record = ack_bytes(status, platform, received_at_ms)
-                future = self._produce(self._acks_topic, record, status.room_id, ack_headers(status))
+                future = self._produce(
+                    self._acks_topic, record, status.room_id, ack_headers(status), self.ack_partition(status)
+                )
                 published.append(status.status)
             replays.in_flight[key] = future
             future.add_done_callback(functools.partial(replays.settle, key))
@@ -158,6 +162,16 @@ class AckIntake:
         for value, count in Counter(published).items():  # one metric update per status value, not per status
             metrics.STATUSES.labels(platform, value, "published").inc(count)
         return outcome
+
+    def ack_partition(self, status: Status) -> int | None:
+        """The acks partition of ``status``: the messages partition the worker sent it from, which the platform
+        echoed (docs/architecture.md: acks are routed by the consumed partition), so the ack reaches that worker
+        whatever partitioner the message's producer used. None (murmur2 of the room, the producer's partitioner)
+        when the status carries none, or one the acks topic does not have."""
+        partition = status.partition
+        if partition is None or (self.acks_partitions is not None and partition >= self.acks_partitions):
+            return None
+        return partition
 
     async def _confirm(self, futures: list[asyncio.Future[Message]]) -> None:
         if not futures:

@@ -50,20 +50,21 @@ class RoomResolver:
 
     def resolve(
         self, callback_data: str | None, recipient: str | None, account: str | None = None
-    ) -> tuple[str | None, str | None]:
-        """(room_id, message_id) from the callback data, else (room_id, None) from the recipient."""
+    ) -> tuple[str | None, str | None, int | None]:
+        """(room_id, message_id, partition) from the callback data, else (room_id, None, None) from the
+        recipient."""
         routed = decode_callback_data(callback_data)
         if routed is not None:
-            routed_room, message = routed
+            routed_room, message, partition = routed
             if len(routed_room) <= ROOM_ID_MAX and len(message) <= MESSAGE_ID_MAX:
-                return routed_room, message
+                return routed_room, message, partition
         if recipient is None:
-            return None, None
+            return None, None, None
         room: str | None = None
         if self._mapping is not None:
             room = self._mapping.get(recipient)
         elif self._template is not None:
             room = self._template.replace("{recipient}", recipient).replace("{account}", account or "")
         if room is not None and 0 < len(room) <= ROOM_ID_MAX:
-            return room, None
-        return None, None
+            return room, None, None
+        return None, None, None

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from inturn.errors import SchemaError
-from inturn.schemas import AckStatus
+from inturn.schemas import CALLBACK_PARTITION_MAX, AckStatus
 from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 
 PLATFORM_MESSAGE_ID_MAX = 256  # inturn.schemas.Ack.platform_message_id
@@ -44,6 +44,7 @@ class Status:
     message_id: str | None
     error: str | None
     source: dict[str, Any]  # the status as received, for the dead-letter topic
+    partition: int | None = None  # the messages partition the worker sent it from (echoed), else route by room
 
 
 @dataclass(slots=True)
@@ -129,8 +130,8 @@ def _meta_status(raw: Any, account: str | None, rooms: RoomResolver) -> Status:
     if ts is None:
         raise _Unreadable("timestamp: not unix seconds")
     recipient = _optional_str(raw, "recipient_id")
-    room_id, message_id = rooms.resolve(_optional_str(raw, "biz_opaque_callback_data"), recipient, account)
-    return Status(pmid, status, ts, recipient, room_id, message_id, _error_title(raw.get("errors")), raw)
+    room_id, message_id, partition = rooms.resolve(_optional_str(raw, "biz_opaque_callback_data"), recipient, account)
+    return Status(pmid, status, ts, recipient, room_id, message_id, _error_title(raw.get("errors")), raw, partition)
 
 
 def parse_meta(body: bytes, rooms: RoomResolver) -> Callback:
@@ -187,7 +188,10 @@ def _generic_ack(raw: Any) -> Status:
     if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
         raise _Unreadable("timestamp_ms: not a non-negative integer")
     recipient = _optional_str(raw, "recipient")
-    return Status(pmid, status, ts, recipient, room_id, message_id, _optional_str(raw, "error"), raw)
+    partition = raw.get("partition")
+    if partition is not None and (type(partition) is not int or not 0 <= partition <= CALLBACK_PARTITION_MAX):
+        raise _Unreadable("partition: not a partition number")
+    return Status(pmid, status, ts, recipient, room_id, message_id, _optional_str(raw, "error"), raw, partition)
 
 
 def parse_generic(body: bytes, platform: str) -> Callback:

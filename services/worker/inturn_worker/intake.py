@@ -68,6 +68,7 @@ class Intake:
         self._pauses: tuple[list[TopicPartition], list[TopicPartition]] = ([], [])  # (pause, resume)
         self._checkpoint = checkpoint
         self._last_commit = 0.0
+        self._partition_count: int | None = None  # of the messages topic, read at each assignment
         extra: dict[str, Any] = {
             "session.timeout.ms": settings.worker_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
@@ -165,10 +166,21 @@ class Intake:
         if consumed:
             m.CONSUMED.labels(self._mode).inc(consumed)
         if new_rooms:
+            self._check_routing(new_rooms)
             await self._load_cursors(new_rooms)
+        misrouted = sum(1 for entry in entries if entry.part.misrouted and entry.room_id in entry.part.misrouted)
+        if misrouted:
+            m.MISROUTED.inc(misrouted)
         for entry in entries:
             if not entry.part.gone:
                 self._rooms.enqueue(entry)
+
+    def _check_routing(self, new_rooms: dict[int, set[str]]) -> None:
+        """Rooms first seen since the assignment whose partition is not murmur2(room) (``Partition.misroute``)."""
+        if self._partition_count is not None:
+            for partition, room_ids in new_rooms.items():
+                if (part := self._parts.get(partition)) is not None:
+                    part.misroute(room_ids, self._partition_count)
 
     async def _load_cursors(self, new_rooms: dict[int, set[str]]) -> None:
         """Cursors of rooms first seen since the assignment (one query per batch); retried until it works."""
@@ -180,8 +192,11 @@ class Intake:
                 continue
             for room_id in room_ids:
                 cursor = found.get(room_id)
-                # A cursor from another partition predates a partition-count change: it does not apply.
-                part.cursors[room_id] = cursor[1] if cursor is not None and cursor[0] == partition else -1
+                # A cursor from another partition predates a partition-count change: its offset does not apply,
+                # its recent message ids still do.
+                part.cursors[room_id] = cursor.offset if cursor is not None and cursor.partition == partition else -1
+                if cursor is not None and cursor.recent:
+                    part.recent[room_id] = cursor.recent
 
     async def _undecodable(
         self, part: Partition, offset: int, raw: bytes, key: bytes | str | None, reason: str
@@ -289,12 +304,18 @@ class Intake:
         if not numbers:
             return  # cooperative rebalances hand out empty increments
         log.info("partitions_assigned", partitions=numbers)
+        try:
+            self._partition_count = len(consumer.list_topics(self._topic, timeout=10).topics[self._topic].partitions)
+        except Exception as exc:  # noqa: BLE001 - only the misrouting check needs it; it waits for the next assignment
+            log.warning("partition_count_unknown", error=str(exc))
         self._in_loop(self._assigned(numbers), timeout=60)
 
     async def _assigned(self, numbers: list[int]) -> None:
         since = now_ms() - self._settings.worker_ack_lookback_ms
         for partition in numbers:
-            self._parts[partition] = Partition(partition, self._lease_s, self._checkpoint.wanted)
+            self._parts[partition] = Partition(
+                partition, self._lease_s, self._checkpoint.wanted, self._settings.worker_dedup_window
+            )
         self._acks.assign([self._parts[p] for p in numbers], since)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
         await self._round(only=[self._parts[p] for p in numbers])

@@ -19,13 +19,17 @@ the acks reader has caught up with its acks partition:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+import structlog
+
 from inturn.db.store import CursorUpdate
 from inturn.errors import PermanentPlatformError
+from inturn.kafka import partition_for
 from inturn.platforms import PreparedSend
 from inturn.schemas import Message, decode
 
@@ -201,15 +205,42 @@ class PartitionOffsets:
         return 0 if first is None or self._next is None else self._next - first
 
 
+log = structlog.get_logger("inturn.worker.partition")
+
+
+def message_digest(message_id: str) -> bytes:
+    """8 bytes standing for ``message_id`` in a room's recent ids (a false match needs a 64-bit collision among
+    the room's last few messages)."""
+    return hashlib.blake2b(message_id.encode(), digest_size=8).digest()
+
+
+def holds_digest(recent: bytes, digest: bytes) -> bool:
+    """Whether ``recent`` (8-byte digests, back to back) holds ``digest`` at a digest boundary."""
+    at = recent.find(digest)
+    while at != -1 and at % 8:
+        at = recent.find(digest, at + 1)
+    return at != -1
+
+
 class Partition:
     """One assigned messages partition: its rooms, offsets, cursors, epoch and lease."""
 
-    def __init__(self, partition: int, lease_s: float, durability_wanted: asyncio.Event | None = None) -> None:
+    def __init__(
+        self,
+        partition: int,
+        lease_s: float,
+        durability_wanted: asyncio.Event | None = None,
+        dedup_window: int = 16,
+    ) -> None:
         self.partition = partition
         self.rooms: dict[str, Room] = {}  # rooms with buffered messages or a running loop
         self.offsets = PartitionOffsets()
         self.cursors: dict[str, int] = {}  # room -> its newest terminal offset (-1: none yet)
+        #: room -> digests of its last ``dedup_window`` sent message ids (``message_digest``), newest last
+        self.recent: dict[str, bytes] = {}
+        self._recent_bytes = 8 * dedup_window
         self.updates: dict[str, CursorUpdate] = {}  # cursor changes not yet in PostgreSQL
+        self.misrouted: set[str] = set()  # rooms whose messages are here although murmur2(room) names another
         self.epoch: int | None = None
         self.revoked = False
         self.fenced = False
@@ -230,16 +261,42 @@ class Partition:
 
     # --- a message's outcome (room loops, intake) ------------------------------------------------------
 
-    def finished(self, room_id: str, offset: int, message_id: str, outcome: str) -> None:
+    def finished(self, room_id: str, offset: int, message_id: str, outcome: str, sent: bool = True) -> None:
         """A message of ``room_id`` reached its terminal outcome: its offset is done and the room's cursor moves
-        to it (to be written by the next checkpoint round). A fenced partition records nothing: another worker
-        owns it now."""
+        to it (to be written by the next checkpoint round); a ``sent`` one joins the room's recent ids, so that
+        a second copy of it is not sent (a dead letter does not: replaying it must send it). A fenced partition
+        records nothing: another worker owns it now."""
         if self.fenced:
             return
         self.offsets.terminal(offset)
         self.cursors[room_id] = offset
-        self.updates[room_id] = CursorUpdate(room_id, self.partition, offset, message_id, outcome)
+        recent = self.recent.get(room_id, b"")
+        if sent and self._recent_bytes:
+            recent = (recent + message_digest(message_id))[-self._recent_bytes :]
+            self.recent[room_id] = recent
+        self.updates[room_id] = CursorUpdate(room_id, self.partition, offset, message_id, outcome, recent)
         self._sequence += 1
+
+    def misroute(self, room_ids: set[str], partitions: int) -> None:
+        """Note the rooms among ``room_ids`` (first seen here) whose murmur2 partition is another: their producer used
+        another partitioner. Logged once per room, counted per message by the intake; their acks still come here,
+        because the partition travels in the data the platform echoes (docs/architecture.md)."""
+        for room_id in room_ids:
+            expected = partition_for(room_id, partitions)
+            if expected != self.partition and room_id not in self.misrouted:
+                self.misrouted.add(room_id)
+                log.warning(
+                    "room_misrouted",
+                    room_id=room_id,
+                    partition=self.partition,
+                    murmur2_partition=expected,
+                    fix="produce with partitioner=murmur2_random (librdkafka) or the Java client's default",
+                )
+
+    def sent_before(self, room_id: str, message_id: str) -> bool:
+        """Whether ``message_id`` is among the room's recent sent messages: a second copy of one of them."""
+        recent = self.recent.get(room_id)
+        return recent is not None and holds_digest(recent, message_digest(message_id))
 
     def skipped(self, offset: int) -> None:
         """A message at or below its room's cursor (already done) or undecodable: its offset is done, the
