@@ -230,8 +230,9 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
             assert time.monotonic() < deadline, "the bridge wrote too little before the kill"
             time.sleep(0.2)  # polling the condition above, with a deadline
         bridge.kill()
-        # With ordering, Pub/Sub pushes one message per room at a time: at most one per room was in flight.
-        scenario.fault(f"kill -9 bridge at {messages_in_kafka(line.topics)} records, restart on the same port", rooms)
+        # With ordering, Pub/Sub pushes one message per room at a time: at most one per room was in flight, and the
+        # restarted bridge may write it again. The worker knows a second copy by its id: nothing twice at the device.
+        scenario.fault(f"kill -9 bridge at {messages_in_kafka(line.topics)} records, restart on the same port", 0)
         bridge.start()
         sender.join(90)
         scenario.wait_drained(total, 180)

@@ -51,3 +51,13 @@ def wait_done(line: Pipeline, total: int, within: float) -> None:
         return len(received) >= total and committed(line.topics, line.group) >= total
 
     wait_until(done, within, lambda: f"every message done: {line.report().summary()}", every=0.5)
+
+
+def wait_received(line: Pipeline, count: int, within: float = 60) -> None:
+    """Wait until the platform received ``count`` distinct messages."""
+    wait_until(
+        lambda: len({(r["room_id"], r["message_id"]) for r in line.receipts()}) >= count,
+        within,
+        f"{count} distinct messages at the platform",
+        every=0.2,
+    )

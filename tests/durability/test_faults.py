@@ -16,20 +16,9 @@ from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
-from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done
-from tests.waiting import wait_until
+from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done, wait_received
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
-
-
-def wait_received(line: Pipeline, count: int, within: float = 60) -> None:
-    """Wait until the platform received ``count`` distinct messages."""
-    wait_until(
-        lambda: len({(r["room_id"], r["message_id"]) for r in line.receipts()}) >= count,
-        within,
-        f"{count} distinct messages at the platform",
-        every=0.2,
-    )
 
 
 async def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:

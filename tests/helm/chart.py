@@ -117,6 +117,15 @@ def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
     return [m for m in manifests if m["kind"] == kind]
 
 
+#: The kinds that run the long-running services (the worker is a StatefulSet with static membership).
+SERVICE_WORKLOADS = ("Deployment", "StatefulSet")
+
+
+def service_workloads(manifests: list[Manifest]) -> list[Manifest]:
+    """The Deployments and StatefulSets."""
+    return [m for m in manifests if m["kind"] in SERVICE_WORKLOADS]
+
+
 def named(manifests: list[Manifest], kind: str, suffix: str) -> Manifest:
     """The one manifest of ``kind`` whose name ends with ``suffix``."""
     found = [m for m in of_kind(manifests, kind) if m["metadata"]["name"].endswith(suffix)]

@@ -78,7 +78,7 @@ def test_the_full_scenario_renders_every_kind_the_chart_offers(helm: Helm) -> No
     assert kinds >= {
         "ConfigMap", "CronJob", "Deployment", "HorizontalPodAutoscaler", "Ingress", "Job", "NetworkPolicy", "Pod",
         "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding", "ScaledObject", "Secret", "Service",
-        "ServiceAccount", "ServiceMonitor",
+        "ServiceAccount", "ServiceMonitor", "StatefulSet",
     }  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.helm.chart import Helm, Manifest, named, of_kind
+from tests.helm.chart import SERVICE_WORKLOADS, Helm, Manifest, named, of_kind
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
 
@@ -34,7 +34,7 @@ def test_more_workers_than_partitions_fails_rendering(helm: Helm, values: dict[s
 
 def test_as_many_workers_as_partitions_renders_and_the_workers_learn_the_partition_count(helm: Helm) -> None:
     manifests = helm.render({"topics": {"partitions": 4}, "worker": {"replicas": 4}})
-    assert named(manifests, "Deployment", "-worker")["spec"]["replicas"] == 4
+    assert named(manifests, "StatefulSet", "-worker")["spec"]["replicas"] == 4
     for configmap in of_kind(manifests, "ConfigMap"):
         if "INTURN_KAFKA_BOOTSTRAP" in configmap["data"]:
             assert configmap["data"]["INTURN_TOPIC_PARTITIONS"] == "4"
@@ -48,6 +48,7 @@ def test_as_many_workers_as_partitions_renders_and_the_workers_learn_the_partiti
     [
         ({"config": {"topic_partitions": 48}}, "config.topic_partitions is set by the chart from topics.partitions"),
         ({"worker": {"config": {"worker_http_port": 9000}}}, "worker.config.worker_http_port is set by the chart"),
+        ({"worker": {"config": {"worker_instance_id": "w"}}}, "worker.config.worker_instance_id is set by the chart"),
     ],
 )
 def test_a_setting_the_chart_derives_cannot_be_set_beside_it(helm: Helm, values: dict[str, Any], message: str) -> None:
@@ -65,7 +66,7 @@ def test_hpa_and_keda_on_the_worker_together_are_refused(helm: Helm) -> None:
 
 def test_an_autoscaled_worker_leaves_replicas_to_the_autoscaler(helm: Helm) -> None:
     manifests = helm.render({"worker": {"keda": {"enabled": True, "maxReplicas": 12}}})
-    assert "replicas" not in named(manifests, "Deployment", "-worker")["spec"]
+    assert "replicas" not in named(manifests, "StatefulSet", "-worker")["spec"]
     scaled = of_kind(manifests, "ScaledObject")[0]
     assert scaled["spec"]["maxReplicaCount"] == 12
     assert scaled["spec"]["triggers"][0]["metadata"]["allowIdleConsumers"] == "false"
@@ -75,7 +76,7 @@ def checksums(manifests: list[Manifest]) -> dict[str, dict[str, str]]:
     """Pod-template checksum annotations by workload name."""
     found = {}
     for manifest in manifests:
-        if manifest["kind"] == "Deployment":
+        if manifest["kind"] in SERVICE_WORKLOADS:
             template = manifest["spec"]["template"]
         elif manifest["kind"] == "CronJob":
             template = manifest["spec"]["jobTemplate"]["spec"]["template"]
@@ -109,3 +110,22 @@ def test_a_chart_created_secret_change_rolls_the_pods(helm: Helm) -> None:
     after = checksums(helm.render(values))["rel-inturn-worker"]
     assert before["checksum/config"] == after["checksum/config"]
     assert before["checksum/secret"] != after["checksum/secret"]
+
+
+def test_the_worker_is_a_statefulset_whose_pods_are_static_members_named_after_themselves(helm: Helm) -> None:
+    worker = named(helm.render(), "StatefulSet", "-worker")
+    spec = worker["spec"]
+    assert (spec["podManagementPolicy"], spec["updateStrategy"]["type"]) == ("Parallel", "RollingUpdate")
+    env = {e["name"]: e for e in worker["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["INTURN_WORKER_INSTANCE_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    scaled = named(helm.render({"worker": {"keda": {"enabled": True}}}), "ScaledObject", "-worker")
+    assert scaled["spec"]["scaleTargetRef"]["kind"] == "StatefulSet"
+
+
+def test_without_static_membership_the_worker_is_a_deployment_with_dynamic_members(helm: Helm) -> None:
+    manifests = helm.render({"worker": {"staticMembership": False, "hpa": {"enabled": True}}})
+    assert of_kind(manifests, "StatefulSet") == []
+    worker = named(manifests, "Deployment", "-worker")
+    env = worker["spec"]["template"]["spec"]["containers"][0].get("env", [])
+    assert "INTURN_WORKER_INSTANCE_ID" not in {e["name"] for e in env}
+    assert named(manifests, "HorizontalPodAutoscaler", "-worker")["spec"]["scaleTargetRef"]["kind"] == "Deployment"

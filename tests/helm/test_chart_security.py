@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, containers, of_kind, pod_spec
+from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, containers, of_kind, pod_spec, service_workloads
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
 
@@ -76,11 +76,11 @@ def test_secret_settings_reach_containers_only_through_secret_key_refs(helm: Hel
 
 def test_the_worker_reads_its_secrets_from_the_named_existing_secrets(helm: Helm) -> None:
     manifests = helm.render(files=(CHART / "ci" / "full-values.yaml",))
-    worker = next(m for m in of_kind(manifests, "Deployment") if m["metadata"]["name"].endswith("-worker"))
+    worker = next(m for m in service_workloads(manifests) if m["metadata"]["name"].endswith("-worker"))
     refs = {
         env["name"]: env["valueFrom"]["secretKeyRef"]
         for env in worker["spec"]["template"]["spec"]["containers"][0]["env"]
-        if "valueFrom" in env
+        if "secretKeyRef" in env.get("valueFrom", {})
     }
     assert refs["INTURN_GENERIC_TOKEN"] == {"name": "generic-platform", "key": "token", "optional": False}
     assert refs["INTURN_KAFKA_CLIENT_CONFIG"] == {"name": "kafka-sasl", "key": "client-config.json"}
@@ -153,7 +153,7 @@ def test_the_spark_pod_templates_are_non_root_too(helm: Helm) -> None:
 
 @pytest.mark.parametrize("files", SCENARIOS)
 def test_every_service_container_has_startup_liveness_and_readiness_probes(helm: Helm, files: tuple[Path, ...]) -> None:
-    deployments = of_kind(helm.render(files=files), "Deployment")
+    deployments = service_workloads(helm.render(files=files))
     assert deployments
     for deployment in deployments:
         for container in containers(deployment):

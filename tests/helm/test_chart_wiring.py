@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helm.chart import CI_VALUES, Helm, Manifest, containers, of_kind, pod_spec
+from tests.helm.chart import CI_VALUES, Helm, Manifest, containers, of_kind, pod_spec, service_workloads
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
 
@@ -43,7 +43,7 @@ def the_selected(deployments: list[Manifest], selector: dict[str, Any]) -> Manif
 @pytest.mark.parametrize("files", SCENARIOS)
 def test_services_pdbs_and_autoscalers_reach_exactly_one_deployment(helm: Helm, files: tuple[Path, ...]) -> None:
     manifests = helm.render(files=files)
-    deployments = of_kind(manifests, "Deployment")
+    deployments = service_workloads(manifests)
     for deployment in deployments:
         assert selects(deployment["spec"]["selector"]["matchLabels"], pod_labels(deployment))
     for service in of_kind(manifests, "Service"):
@@ -53,7 +53,8 @@ def test_services_pdbs_and_autoscalers_reach_exactly_one_deployment(helm: Helm, 
     for pdb in of_kind(manifests, "PodDisruptionBudget"):
         the_selected(deployments, pdb["spec"]["selector"]["matchLabels"])
     for scaler in of_kind(manifests, "HorizontalPodAutoscaler") + of_kind(manifests, "ScaledObject"):
-        assert scaler["spec"]["scaleTargetRef"]["name"] in names(manifests, "Deployment")
+        target = scaler["spec"]["scaleTargetRef"]
+        assert target["name"] in names(manifests, target.get("kind", "Deployment"))
 
 
 @pytest.mark.parametrize("files", SCENARIOS)
@@ -70,7 +71,7 @@ def test_monitors_ingresses_and_policies_reach_what_exists(helm: Helm, files: tu
             for path in rule["http"]["paths"]:
                 backend = path["backend"]["service"]
                 assert backend["port"]["name"] in {p["name"] for p in by_name[backend["name"]]["spec"]["ports"]}
-    workloads = of_kind(manifests, "Deployment") + of_kind(manifests, "CronJob")
+    workloads = service_workloads(manifests) + of_kind(manifests, "CronJob")
     for policy in of_kind(manifests, "NetworkPolicy"):
         selector = policy["spec"]["podSelector"]["matchLabels"]
         assert [w for w in workloads if selects(selector, pod_labels(w))], policy["metadata"]["name"]

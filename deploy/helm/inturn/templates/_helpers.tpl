@@ -242,7 +242,7 @@ topologySpreadConstraints:
 {{- if and $v.report.enabled (eq $v.report.spark.deployMode "cluster") $v.report.spark.master (not (hasPrefix "k8s://" $v.report.spark.master)) }}
 {{- fail "report.spark.deployMode=cluster needs Spark on Kubernetes (report.spark.master empty or k8s://...): other masters run Python applications in client mode only." }}
 {{- end }}
-{{- $managed := dict "topic_partitions" "topics.partitions" "topic_replication" "topics.replication" "topic_retention_ms" "topics.retentionMs" "worker_http_port" "worker.port" "webhook_port" "webhook.port" "bridge_http_port" "bridge.port" "bridge_mode" "bridge.mode" "report_out_dir" "report.output.mountPath" }}
+{{- $managed := dict "topic_partitions" "topics.partitions" "topic_replication" "topics.replication" "topic_retention_ms" "topics.retentionMs" "worker_http_port" "worker.port" "webhook_port" "webhook.port" "bridge_http_port" "bridge.port" "bridge_mode" "bridge.mode" "report_out_dir" "report.output.mountPath" "worker_instance_id" "worker.staticMembership" }}
 {{- range $where, $config := dict "config" $v.config "worker.config" $v.worker.config "webhook.config" $v.webhook.config "bridge.config" $v.bridge.config "report.config" $v.report.config }}
 {{- range $field, $_ := $config }}
 {{- if hasKey $managed $field }}

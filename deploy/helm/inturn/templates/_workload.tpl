@@ -1,14 +1,18 @@
 {{/*
 The Deployment, Service, PodDisruptionBudget and HPA shared by the long-running components (worker, webhook,
 bridge): one image, a subcommand, one HTTP port serving /metrics, /healthz and /readyz.
-Called with (dict "ctx" $ "component" "worker" "args" (list "worker")).
+Called with (dict "ctx" $ "component" "worker" "args" (list "worker")); with "statefulset" true the workload is a
+StatefulSet whose pods pass their stable name as INTURN_WORKER_INSTANCE_ID (Kafka static group membership).
 */}}
+{{- define "inturn.workloadKind" -}}
+{{- if .statefulset }}StatefulSet{{ else }}Deployment{{ end }}
+{{- end }}
 {{- define "inturn.deployment" -}}
 {{- $ctx := .ctx }}
 {{- $c := get $ctx.Values .component }}
 {{- $name := include "inturn.componentName" . }}
 apiVersion: apps/v1
-kind: Deployment
+kind: {{ include "inturn.workloadKind" . }}
 metadata:
   name: {{ $name }}
   namespace: {{ $ctx.Release.Namespace }}
@@ -22,11 +26,20 @@ spec:
   selector:
     matchLabels:
       {{- include "inturn.selectorLabels" . | nindent 6 }}
+  {{- if .statefulset }}
+  # Stable pod names (<name>-0, -1, ...) are the members' group.instance.id: a restarted pod takes its partitions
+  # back without a rebalance. Pods start and stop in parallel; an update replaces one pod at a time.
+  serviceName: {{ $name }}
+  podManagementPolicy: Parallel
+  updateStrategy:
+    type: RollingUpdate
+  {{- else }}
   strategy:
     type: RollingUpdate
     rollingUpdate:
       maxSurge: 1
       maxUnavailable: 0
+  {{- end }}
   template:
     metadata:
       labels:
@@ -71,8 +84,14 @@ spec:
             - configMapRef:
                 name: {{ $name }}
           {{- $env := include "inturn.secretEnv" . | trim }}
-          {{- if or $env $c.extraEnv }}
+          {{- if or $env $c.extraEnv .statefulset }}
           env:
+            {{- if .statefulset }}
+            - name: INTURN_WORKER_INSTANCE_ID
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.name
+            {{- end }}
             {{- with $env }}
             {{- . | nindent 12 }}
             {{- end }}
@@ -182,7 +201,7 @@ metadata:
 spec:
   scaleTargetRef:
     apiVersion: apps/v1
-    kind: Deployment
+    kind: {{ include "inturn.workloadKind" . }}
     name: {{ include "inturn.componentName" . }}
   minReplicas: {{ $c.hpa.minReplicas }}
   maxReplicas: {{ $c.hpa.maxReplicas }}
