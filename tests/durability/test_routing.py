@@ -75,4 +75,9 @@ def test_two_workers_and_a_default_partitioner_producer_no_ack_timeouts_and_misr
     assert EventType.ACK_TIMEOUT not in outcomes, [e for e in events if e.type is EventType.ACK_TIMEOUT][:3]
     assert sum(1 for e in events if e.type is EventType.ACKED) == total
     counted = sum(line.worker_gauge(name, "inturn_worker_misrouted_messages_total") or 0 for name in line.workers)
+    timeouts = sum(1 for e in events if e.type is EventType.ACK_TIMEOUT)
+    print(
+        f"routing: {total} messages, {len(misrouted_rooms)} of {ROOMS} rooms off murmur2 ({misrouted} messages), "
+        f"counted {counted:.0f}; ack timeouts {timeouts}; {report.summary().splitlines()[0]}"
+    )
     assert counted == misrouted
