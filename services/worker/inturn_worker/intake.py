@@ -304,6 +304,10 @@ class Intake:
         if not numbers:
             return  # cooperative rebalances hand out empty increments
         log.info("partitions_assigned", partitions=numbers)
+        # librdkafka keeps a partition's pause across a revoke and a re-assignment to the same member, while the new
+        # Partition starts unpaused: resume, or a partition paused by backpressure when it was revoked would come
+        # back paused for good (seen in the rebalance storm: a worker holding a partition it never read again).
+        consumer.resume(partitions)
         try:
             self._partition_count = len(consumer.list_topics(self._topic, timeout=10).topics[self._topic].partitions)
         except Exception as exc:  # noqa: BLE001 - only the misrouting check needs it; it waits for the next assignment
