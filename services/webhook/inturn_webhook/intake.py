@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import structlog
 from confluent_kafka import Message
+from prometheus_client import Counter
 
 from inturn import schemas
 from inturn.errors import InturnError, KafkaClientError
@@ -31,6 +32,8 @@ from inturn_webhook.statuses import Callback, Status, ack_bytes
 log = structlog.get_logger("inturn.webhook")
 
 ReplayKey = tuple[str, str, str]  # (platform, platform message id, status)
+#: The reasons of ``inturn_webhook_dead_letters_total`` (a fixed set: the record's own reason may quote the input).
+DEAD_LETTER_KINDS = ("unreadable_body", "invalid_status", "unknown_room")
 
 
 class KafkaNotConfirmedError(InturnError):
@@ -67,23 +70,13 @@ class ReplayWindow:
 
 @dataclass(slots=True)
 class Outcome:
-    """What a request's statuses became; the 200 answer's body."""
+    """What a request's statuses became; the 200 answer's body (orjson writes the fields in this order)."""
 
     published: int = 0
     replayed: int = 0
     unknown_room: int = 0
     dead_lettered: int = 0
     ignored: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """The counts as a JSON object."""
-        return {
-            "published": self.published,
-            "replayed": self.replayed,
-            "unknown_room": self.unknown_room,
-            "dead_lettered": self.dead_lettered,
-            "ignored": self.ignored,
-        }
 
 
 class AckIntake:
@@ -96,6 +89,18 @@ class AckIntake:
         self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
+        # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
+        # of its own) for every status. The label values are a fixed set per platform.
+        self._statuses: dict[tuple[str, str, str], Counter] = {}
+        self._dead_letters = {kind: metrics.DEAD_LETTERS.labels(kind) for kind in DEAD_LETTER_KINDS}
+        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS
+
+    def _counted(self, platform: str, status: str, outcome: str) -> Counter:
+        key = (platform, status, outcome)
+        child = self._statuses.get(key)
+        if child is None:
+            child = self._statuses[key] = metrics.STATUSES.labels(platform, status, outcome)
+        return child
 
     def _produce(
         self, topic: str, value: bytes, key: str | None, headers: Headers | None = None
@@ -107,16 +112,16 @@ class AckIntake:
         except KafkaClientError as exc:
             raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
 
-    def _dead_letter(self, kind: str, reason: str, raw: bytes) -> asyncio.Future[Message]:
+    def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes) -> asyncio.Future[Message]:
         # ``kind`` is the metric label (a fixed set); ``reason`` may quote the input and goes only in the record.
-        metrics.DEAD_LETTERS.labels(kind).inc()
+        self._dead_letters[kind].inc()
         record = schemas.DeadLetter.of("webhook", reason, raw, topic=self._acks_topic)
-        log.warning("dead_lettered", reason=reason, size=len(raw))
+        log.warning("dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw))
         return self._produce(self._dlq_topic, schemas.encode(record), None)
 
-    async def dead_letter(self, reason: str, raw: bytes) -> None:
-        """Put a whole request body on the dead-letter topic and wait for Kafka to confirm it."""
-        await self._confirm([self._dead_letter("unreadable_body", reason, raw)])
+    async def dead_letter(self, platform: str, reason: str, raw: bytes) -> None:
+        """Put a whole request body from ``platform`` on the dead-letter topic and wait for Kafka to confirm it."""
+        await self._confirm([self._dead_letter(platform, "unreadable_body", reason, raw)])
 
     async def deliver(self, platform: str, callback: Callback) -> Outcome:
         """Produce every status of ``callback`` (acks, unknown rooms, rejects) and wait for Kafka."""
@@ -131,7 +136,7 @@ class AckIntake:
             key = (platform, status.platform_message_id, status.status)
             if key in replays:
                 outcome.replayed += 1
-                metrics.STATUSES.labels(platform, status.status, "replayed").inc()
+                self._counted(platform, status.status, "replayed").inc()
                 continue
             pending = replays.in_flight.get(key)
             if pending is not None:  # the same status is on its way already (this or another request)
@@ -140,8 +145,8 @@ class AckIntake:
                 continue
             if status.room_id is None:
                 outcome.unknown_room += 1
-                metrics.STATUSES.labels(platform, status.status, "unknown_room").inc()
-                future = self._dead_letter("unknown_room", "unknown room", ack_source(status.source))
+                self._counted(platform, status.status, "unknown_room").inc()
+                future = self._dead_letter(platform, "unknown_room", "unknown room", ack_source(status.source))
             else:
                 record = ack_bytes(status, platform, received_at_ms)
                 future = self._produce(self._acks_topic, record, status.room_id, ack_headers(status))
@@ -151,12 +156,14 @@ class AckIntake:
             futures.append(future)
         for rejected in callback.rejected:
             outcome.dead_lettered += 1
-            metrics.STATUSES.labels(platform, "none", "invalid").inc()
-            futures.append(self._dead_letter("invalid_status", f"invalid status: {rejected.reason}", rejected.raw))
+            self._counted(platform, "none", "invalid").inc()
+            futures.append(
+                self._dead_letter(platform, "invalid_status", f"invalid status: {rejected.reason}", rejected.raw)
+            )
         await self._confirm(futures)
         outcome.published = len(published)
-        for value, count in Counter(published).items():  # one metric update per status value, not per status
-            metrics.STATUSES.labels(platform, value, "published").inc(count)
+        for value in published:
+            self._counted(platform, value, "published").inc()
         return outcome
 
     async def _confirm(self, futures: list[asyncio.Future[Message]]) -> None:
@@ -175,7 +182,7 @@ class AckIntake:
                 raise KafkaNotConfirmedError(f"Kafka refused a record: {exc}") from exc
         now = time.monotonic()
         self.last_confirmed = now
-        metrics.KAFKA_CONFIRM_SECONDS.observe(now - started)
+        self._confirm_seconds.observe(now - started)
 
 
 def ack_headers(status: Status) -> Headers:
