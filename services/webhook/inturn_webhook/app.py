@@ -147,6 +147,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
                 await probe
             # Requests are all answered by now; what is still unconfirmed was answered 503 and will be retried.
             left = await producer.close(cfg.webhook_kafka_confirm_timeout_ms / 1000)
+            runtime.intake.close()
             runtime.intake = None
             log.info("webhook_stopped", undelivered=left)
 

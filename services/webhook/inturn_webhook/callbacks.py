@@ -24,8 +24,9 @@ from starlette.types import Receive, Scope, Send
 from inturn.errors import SchemaError
 from inturn.metrics import webhook as metrics
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
-from inturn_webhook.intake import AckIntake, KafkaNotConfirmedError
-from inturn_webhook.signature import SignatureError, verify
+from inturn_webhook.confirmations import KafkaNotConfirmedError
+from inturn_webhook.intake import AckIntake
+from inturn_webhook.signature import Secret, SignatureError, verify
 from inturn_webhook.statuses import Callback
 
 log = structlog.get_logger("inturn.webhook")
@@ -79,7 +80,7 @@ class CallbackEndpoint:
     ) -> None:
         self.name = name
         self._header = signature_header.lower().encode("latin-1")  # ASGI header names are lower-case bytes
-        self._secrets = list(secrets)
+        self._secrets = [Secret(secret) for secret in secrets]
         self._parse = parse
         self._limit = limit
         self._started = started

@@ -23,10 +23,11 @@ from confluent_kafka import Message
 from prometheus_client import Counter
 
 from inturn import schemas
-from inturn.errors import InturnError, KafkaClientError
+from inturn.errors import KafkaClientError
 from inturn.kafka import AsyncProducer, Headers
 from inturn.metrics import webhook as metrics
 from inturn.settings.webhook import WebhookSettings
+from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
@@ -34,10 +35,6 @@ log = structlog.get_logger("inturn.webhook")
 ReplayKey = tuple[str, str, str]  # (platform, platform message id, status)
 #: The reasons of ``inturn_webhook_dead_letters_total`` (a fixed set: the record's own reason may quote the input).
 DEAD_LETTER_KINDS = ("unreadable_body", "invalid_status", "unknown_room")
-
-
-class KafkaNotConfirmedError(InturnError):
-    """Kafka did not confirm a request's records in time, or refused them: answer 503."""
 
 
 class ReplayWindow:
@@ -87,6 +84,8 @@ class AckIntake:
         self._acks_topic = settings.topic_acks
         self._dlq_topic = settings.topic_dlq
         self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
+        self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
         # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
@@ -121,7 +120,9 @@ class AckIntake:
 
     async def dead_letter(self, platform: str, reason: str, raw: bytes) -> None:
         """Put a whole request body from ``platform`` on the dead-letter topic and wait for Kafka to confirm it."""
-        await self._confirm([self._dead_letter(platform, "unreadable_body", reason, raw)])
+        confirmation = Confirmation(self._loop, self._timeout)
+        confirmation.track(self._dead_letter(platform, "unreadable_body", reason, raw))
+        await self._confirmed(confirmation)
 
     async def deliver(self, platform: str, callback: Callback) -> Outcome:
         """Produce every status of ``callback`` (acks, unknown rooms, rejects) and wait for Kafka."""
@@ -129,7 +130,8 @@ class AckIntake:
         for kind in callback.ignored:
             metrics.IGNORED_CHANGES.labels(platform, kind).inc()
         received_at_ms = schemas.now_ms()
-        futures: list[asyncio.Future[Message]] = []
+        # Each record's future settles its replay key and counts this request down, in one done-callback.
+        confirmation = Confirmation(self._loop, self._timeout)
         published: list[str] = []
         replays = self.replays
         for status in callback.statuses:
@@ -141,7 +143,7 @@ class AckIntake:
             pending = replays.in_flight.get(key)
             if pending is not None:  # the same status is on its way already (this or another request)
                 outcome.replayed += 1
-                futures.append(pending)
+                confirmation.track(pending)
                 continue
             if status.room_id is None:
                 outcome.unknown_room += 1
@@ -152,37 +154,40 @@ class AckIntake:
                 future = self._produce(self._acks_topic, record, status.room_id, ack_headers(status))
                 published.append(status.status)
             replays.in_flight[key] = future
-            future.add_done_callback(functools.partial(replays.settle, key))
-            futures.append(future)
+            confirmation.expect()
+            future.add_done_callback(functools.partial(_settle, replays, key, confirmation))
         for rejected in callback.rejected:
             outcome.dead_lettered += 1
             self._counted(platform, "none", "invalid").inc()
-            futures.append(
+            confirmation.track(
                 self._dead_letter(platform, "invalid_status", f"invalid status: {rejected.reason}", rejected.raw)
             )
-        await self._confirm(futures)
+        await self._confirmed(confirmation)
         outcome.published = len(published)
         for value in published:
             self._counted(platform, value, "published").inc()
         return outcome
 
-    async def _confirm(self, futures: list[asyncio.Future[Message]]) -> None:
-        if not futures:
+    async def _confirmed(self, confirmation: Confirmation) -> None:
+        if not confirmation.waiting:  # nothing produced (all replays, ignored changes): nothing to wait for
             return
         started = time.monotonic()
-        # asyncio.wait, not wait_for: a timeout must not cancel the records, which may still be
+        # One timer for every request's deadline; a timeout does not cancel the records, which may still be
         # confirmed later (and are then remembered as replays).
-        done, pending = await asyncio.wait(futures, timeout=self._timeout)
-        if pending:
-            raise KafkaNotConfirmedError(f"{len(pending)} of {len(futures)} records not confirmed in {self._timeout}s")
-        for future in done:
-            if future.cancelled():
-                raise KafkaNotConfirmedError("a record's delivery was cancelled")
-            if (exc := future.exception()) is not None:
-                raise KafkaNotConfirmedError(f"Kafka refused a record: {exc}") from exc
+        self._deadlines.watch(confirmation)
+        await confirmation.wait()
         now = time.monotonic()
         self.last_confirmed = now
         self._confirm_seconds.observe(now - started)
+
+    def close(self) -> None:
+        """Answer every request still waiting (503) and stop the deadline timer."""
+        self._deadlines.close()
+
+
+def _settle(replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation, future: asyncio.Future[Message]) -> None:
+    replays.settle(key, future)
+    confirmation.settled(future)
 
 
 def ack_headers(status: Status) -> Headers:
