@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import given
@@ -15,9 +16,17 @@ from inturn.schemas import Ack, AckStatus, encode_callback_data
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook.intake import ReplayWindow
-from inturn_webhook.rooms import RoomResolver
+from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 from inturn_webhook.signature import SignatureError, sign, verify
-from inturn_webhook.statuses import Status, ack_bytes, parse_generic, parse_meta, timestamp_ms
+from inturn_webhook.statuses import (
+    PLATFORM_MESSAGE_ID_MAX,
+    PLATFORM_NAME,
+    Status,
+    ack_bytes,
+    parse_generic,
+    parse_meta,
+    timestamp_ms,
+)
 
 from .support import meta_payload, meta_status
 
@@ -74,6 +83,31 @@ def test_the_fast_ack_encoding_decodes_as_the_ack_schema_would_build_it(
         error=error,
     )
     assert schemas.decode(Ack, ack_bytes(parsed, "whatsapp", 7)) == expected
+
+
+def _string_limits(annotation: msgspec.inspect.Type) -> msgspec.inspect.StrType:
+    if isinstance(annotation, msgspec.inspect.UnionType):  # optional: the string among (str, None)
+        [annotation] = [t for t in annotation.types if isinstance(t, msgspec.inspect.StrType)]
+    assert isinstance(annotation, msgspec.inspect.StrType)
+    return annotation
+
+
+def test_the_limits_the_parser_checks_are_the_ack_schemas_own() -> None:
+    info = msgspec.inspect.type_info(Ack)
+    assert isinstance(info, msgspec.inspect.StructType)
+    strings = (msgspec.inspect.StrType, msgspec.inspect.UnionType)
+    fields = {f.name: _string_limits(f.type) for f in info.fields if isinstance(f.type, strings)}
+    assert (fields["platform_message_id"].min_length, fields["platform_message_id"].max_length) == (
+        1,
+        PLATFORM_MESSAGE_ID_MAX,
+    )
+    assert (fields["room_id"].min_length, fields["room_id"].max_length) == (1, ROOM_ID_MAX)
+    assert (fields["message_id"].min_length, fields["message_id"].max_length) == (1, MESSAGE_ID_MAX)
+    platform = fields["platform"]
+    assert platform.pattern is not None
+    assert PLATFORM_NAME.pattern == platform.pattern.replace(
+        "]+$", f"]{{{platform.min_length},{platform.max_length}}}$"
+    )
 
 
 def test_the_room_comes_from_callback_data_first_then_from_the_recipient_template() -> None:

@@ -1,10 +1,10 @@
-"""The webhook's FastAPI application: platform status callbacks in, acks on Kafka out.
+"""The webhook's application: platform status callbacks in, acks on Kafka out.
 
-Every POST goes the same way, cheapest refusal first: signature header present and well formed
-(else 401), body within the limit (else 413), signature right (else 401), body readable (else it
-is dead-lettered whole and answered 200: retrying cannot fix it), then each status is produced and
-the answer waits for Kafka (200, or 503 so that the platform retries). The ``lifespan`` owns the
-Kafka producer and a probe that keeps ``/readyz`` honest.
+``WebhookApp`` is a FastAPI application that serves the two callback POSTs itself, as plain ASGI
+(``inturn_webhook.callbacks``: signature, body limit, parsing, produce, answer once Kafka confirmed),
+and leaves everything else to FastAPI: the verification handshake, the probes, ``/metrics`` and the
+OpenAPI document, which describes the callback endpoints too. The ``lifespan`` owns the Kafka producer
+and a probe that keeps ``/readyz`` honest.
 """
 
 from __future__ import annotations
@@ -13,37 +13,74 @@ import asyncio
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 import structlog
 from confluent_kafka import KafkaException
 from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse
+from starlette.types import Receive, Scope, Send
 
 from inturn import __version__, probes
-from inturn.errors import SchemaError
 from inturn.kafka import AsyncProducer, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
-from inturn_webhook.body import BodyTooLargeError, read_limited
-from inturn_webhook.intake import AckIntake, KafkaNotConfirmedError
+from inturn_webhook.callbacks import Answer, CallbackEndpoint
+from inturn_webhook.intake import AckIntake
 from inturn_webhook.rooms import RoomResolver
-from inturn_webhook.signature import SignatureError, verify
-from inturn_webhook.statuses import Callback, parse_generic, parse_meta
+from inturn_webhook.statuses import parse_generic, parse_meta
 
 log = structlog.get_logger("inturn.webhook")
 
 META_SIGNATURE = "x-hub-signature-256"
 GENERIC_SIGNATURE = "x-inturn-signature-256"
+WHATSAPP_PATH = "/webhooks/whatsapp"
+GENERIC_PREFIX = "/webhooks/generic/"
 
 
-def _json(status_code: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status_code, media_type="application/json", headers=headers)
+class WebhookApp(FastAPI):
+    """FastAPI, except that the callback POSTs are answered here, before FastAPI's middleware and routing.
+
+    A request reaches ``CallbackEndpoint.serve`` when FastAPI's own routes would have sent it to the
+    callback handlers: POST to ``/webhooks/whatsapp``, or to ``/webhooks/generic/{platform}`` with a
+    ``platform`` of one path segment (Starlette's ``[^/]+``), paths read as Starlette reads them.
+    """
+
+    whatsapp: CallbackEndpoint
+    generic: CallbackEndpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection scope (request or lifespan)."""
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = _route_path(scope)
+            if path == WHATSAPP_PATH:
+                await self.whatsapp.serve(scope, receive, send, "whatsapp")
+                return
+            if path.startswith(GENERIC_PREFIX):
+                platform = path[len(GENERIC_PREFIX) :]
+                if platform and "/" not in platform:
+                    await self.generic.serve(scope, receive, send, platform)
+                    return
+        await super().__call__(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path as Starlette's router matches it: without the ``root_path`` the app is mounted under, if any."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
+
+
+def _answered(answer: Answer) -> Response:
+    """A callback's answer as a Starlette response (FastAPI's route; the same bytes and headers)."""
+    headers = {"Retry-After": "1"} if answer.retry else None
+    return Response(answer.body, status_code=answer.status, media_type="application/json", headers=headers)
 
 
 class _Runtime:
@@ -75,7 +112,7 @@ async def _probe_kafka(producer: AsyncProducer, topic: str, runtime: _Runtime, i
         await asyncio.sleep(interval)
 
 
-def create_app(settings: WebhookSettings | None = None) -> FastAPI:
+def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
     """The webhook application; settings from the environment (``INTURN_WEBHOOK_*``) when not given."""
     cfg = settings or load(WebhookSettings)
     app_secrets = [s.get_secret_value().encode() for s in cfg.webhook_app_secrets]
@@ -113,10 +150,11 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
                 await probe
             # Requests are all answered by now; what is still unconfirmed was answered 503 and will be retried.
             left = await producer.close(cfg.webhook_kafka_confirm_timeout_ms / 1000)
+            runtime.intake.close()
             runtime.intake = None
             log.info("webhook_stopped", undelivered=left)
 
-    app = FastAPI(
+    app = WebhookApp(
         title="inturn webhook",
         version=__version__,
         description="Turns messaging platforms' status callbacks into acks on Kafka (key = room_id).",
@@ -126,46 +164,13 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
 
-    async def accept(
-        request: Request,
-        endpoint: str,
-        header: str,
-        secrets: list[bytes],
-        parse: Callable[[bytes], Callback],
-        platform: str,
-    ) -> Response:
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(endpoint=endpoint, platform=platform)
-        signature = request.headers.get(header)
-        if signature is None or not signature.startswith("sha256="):  # refused before reading the body
-            return _refuse_signature(endpoint, "missing or malformed signature header")
-        try:
-            body = await read_limited(request, limit)
-            verify(signature, body, secrets)
-        except SignatureError as exc:
-            return _refuse_signature(endpoint, str(exc))
-        except BodyTooLargeError as exc:
-            metrics.REQUESTS.labels(endpoint, "too_large").inc()
-            log.warning("body_too_large", reason=str(exc))
-            return _json(413, {"detail": str(exc)})
-        intake = runtime.intake
-        if intake is None:  # not started (or stopping): nothing can be confirmed
-            return _json(503, {"detail": "not started"}, {"Retry-After": "1"})
-        try:
-            try:
-                callback = parse(body)
-            except SchemaError as exc:
-                await intake.dead_letter(exc.reason, body)
-                metrics.REQUESTS.labels(endpoint, "dead_lettered").inc()
-                return _json(200, {**_EMPTY, "dead_lettered": 1, "reason": exc.reason})
-            outcome = await intake.deliver(platform, callback)
-        except KafkaNotConfirmedError as exc:
-            metrics.REQUESTS.labels(endpoint, "kafka_timeout").inc()
-            log.warning("kafka_not_confirmed", reason=str(exc))
-            return _json(503, {"detail": str(exc)}, {"Retry-After": "1"})
-        metrics.REQUESTS.labels(endpoint, "ok").inc()
-        return _json(200, outcome.as_dict())
+    app.whatsapp = CallbackEndpoint(
+        "whatsapp", META_SIGNATURE, app_secrets, lambda body, _: parse_meta(body, rooms), limit, runtime
+    )
+    app.generic = CallbackEndpoint("generic", GENERIC_SIGNATURE, generic_secrets, parse_generic, limit, runtime)
 
+    # The two POST routes below are what the OpenAPI document shows; WebhookApp answers these requests before
+    # FastAPI routes them, through the same CallbackEndpoint.answer these handlers call.
     @app.post(
         "/webhooks/whatsapp",
         summary="WhatsApp status callbacks",
@@ -178,9 +183,7 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
     )
     async def whatsapp_statuses(request: Request) -> Response:
         """Each status (sent, delivered, read, failed) becomes an ack on the room's acks partition."""
-        return await accept(
-            request, "whatsapp", META_SIGNATURE, app_secrets, lambda body: parse_meta(body, rooms), "whatsapp"
-        )
+        return _answered(await app.whatsapp.answer(request.scope, request.receive, "whatsapp"))
 
     @app.get(
         "/webhooks/whatsapp",
@@ -216,26 +219,15 @@ def create_app(settings: WebhookSettings | None = None) -> FastAPI:
     )
     async def generic_acks(request: Request, platform: str) -> Response:
         """Each ack is published as given, on the room's acks partition, with ``platform`` from the path."""
-        return await accept(
-            request, "generic", GENERIC_SIGNATURE, generic_secrets, lambda body: parse_generic(body, platform), platform
-        )
+        return _answered(await app.generic.answer(request.scope, request.receive, platform))
 
     _add_probes(app, runtime, cfg.webhook_ready_max_age_s)
     return app
 
 
-def _refuse_signature(endpoint: str, reason: str) -> Response:
-    metrics.REQUESTS.labels(endpoint, "bad_signature").inc()
-    log.warning("signature_refused", reason=reason)
-    return _json(401, {"detail": reason})
-
-
 def _probe(answer: tuple[int, bytes]) -> Response:
     status, body = answer
     return Response(body, status_code=status, media_type="application/json")
-
-
-_EMPTY = {"published": 0, "replayed": 0, "unknown_room": 0, "dead_lettered": 0, "ignored": 0}
 
 
 def _add_probes(app: FastAPI, runtime: _Runtime, max_age: float) -> None:
@@ -268,7 +260,7 @@ def _add_probes(app: FastAPI, runtime: _Runtime, max_age: float) -> None:
         return Response(exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
-def app_from_env() -> FastAPI:
+def app_from_env() -> WebhookApp:
     """The application with settings from the environment (uvicorn ``--factory`` entry point)."""
     from inturn import logs
 

@@ -1,8 +1,8 @@
-"""Reading a request body up to a limit, whether or not the client announced its length."""
+"""Reading a request body from ASGI ``receive`` up to a limit, whether or not the client announced its length."""
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from starlette.types import Receive
 
 from inturn.errors import InturnError
 
@@ -11,20 +11,37 @@ class BodyTooLargeError(InturnError):
     """The body is (or announces itself as) larger than the limit."""
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
+class ClientGoneError(InturnError):
+    """The client disconnected before it had sent the whole body: there is nobody left to answer."""
+
+
+async def read_limited(receive: Receive, declared: bytes | None, limit: int) -> bytes:
     """The whole body, or ``BodyTooLargeError`` as soon as it passes ``limit`` bytes.
 
-    A ``Content-Length`` over the limit is refused before reading; a chunked body (no length) is
-    read until it passes the limit and no further, so a client cannot make the process buffer more.
+    ``declared`` is the ``Content-Length`` header's value, if any: over the limit, the body is refused
+    before reading; a chunked body (no length) is read until it passes the limit and no further, so a
+    client cannot make the process buffer more. ``ClientGoneError`` if the client disconnects first.
     """
-    declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLargeError(f"Content-Length {declared} exceeds the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
+        raise BodyTooLargeError(f"Content-Length {declared.decode()} exceeds the {limit}-byte limit")
+    message = await receive()
+    if message["type"] != "http.request":
+        raise ClientGoneError("client disconnected")
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):  # the usual case: the whole body in one message
+        if len(body) > limit:
+            raise BodyTooLargeError(f"body exceeds the {limit}-byte limit")
+        return body
+    chunks = [body]
+    size = len(body)
+    while True:
         if size > limit:
             raise BodyTooLargeError(f"body exceeds the {limit}-byte limit")
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+        message = await receive()
+        if message["type"] != "http.request":
+            raise ClientGoneError("client disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
         chunks.append(chunk)
-    return b"".join(chunks)

@@ -13,28 +13,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import structlog
 from confluent_kafka import Message
+from prometheus_client import Counter
 
 from inturn import schemas
-from inturn.errors import InturnError, KafkaClientError
+from inturn.errors import KafkaClientError
 from inturn.kafka import AsyncProducer, Headers
 from inturn.metrics import webhook as metrics
 from inturn.settings.webhook import WebhookSettings
+from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
 
 ReplayKey = tuple[str, str, str]  # (platform, platform message id, status)
-
-
-class KafkaNotConfirmedError(InturnError):
-    """Kafka did not confirm a request's records in time, or refused them: answer 503."""
+#: The reasons of ``inturn_webhook_dead_letters_total`` (a fixed set: the record's own reason may quote the input).
+DEAD_LETTER_KINDS = ("unreadable_body", "invalid_status", "unknown_room")
 
 
 class ReplayWindow:
@@ -67,23 +67,13 @@ class ReplayWindow:
 
 @dataclass(slots=True)
 class Outcome:
-    """What a request's statuses became; the 200 answer's body."""
+    """What a request's statuses became; the 200 answer's body (orjson writes the fields in this order)."""
 
     published: int = 0
     replayed: int = 0
     unknown_room: int = 0
     dead_lettered: int = 0
     ignored: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """The counts as a JSON object."""
-        return {
-            "published": self.published,
-            "replayed": self.replayed,
-            "unknown_room": self.unknown_room,
-            "dead_lettered": self.dead_lettered,
-            "ignored": self.ignored,
-        }
 
 
 class AckIntake:
@@ -94,10 +84,24 @@ class AckIntake:
         self._acks_topic = settings.topic_acks
         self._dlq_topic = settings.topic_dlq
         self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
+        self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
         #: How many partitions the acks topic has (from the readiness probe's metadata; None until it answered).
         self.acks_partitions: int | None = None
+        # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
+        # of its own) for every status. The label values are a fixed set per platform.
+        self._statuses: dict[tuple[str, str, str], Counter] = {}
+        self._dead_letters = {kind: metrics.DEAD_LETTERS.labels(kind) for kind in DEAD_LETTER_KINDS}
+        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS
+
+    def _counted(self, platform: str, status: str, outcome: str) -> Counter:
+        key = (platform, status, outcome)
+        child = self._statuses.get(key)
+        if child is None:
+            child = self._statuses[key] = metrics.STATUSES.labels(platform, status, outcome)
+        return child
 
     def _produce(
         self, topic: str, value: bytes, key: str | None, headers: Headers | None = None, partition: int | None = None
@@ -109,16 +113,18 @@ class AckIntake:
         except KafkaClientError as exc:
             raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
 
-    def _dead_letter(self, kind: str, reason: str, raw: bytes) -> asyncio.Future[Message]:
+    def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes) -> asyncio.Future[Message]:
         # ``kind`` is the metric label (a fixed set); ``reason`` may quote the input and goes only in the record.
-        metrics.DEAD_LETTERS.labels(kind).inc()
+        self._dead_letters[kind].inc()
         record = schemas.DeadLetter.of("webhook", reason, raw, topic=self._acks_topic)
-        log.warning("dead_lettered", reason=reason, size=len(raw))
+        log.warning("dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw))
         return self._produce(self._dlq_topic, schemas.encode(record), None)
 
-    async def dead_letter(self, reason: str, raw: bytes) -> None:
-        """Put a whole request body on the dead-letter topic and wait for Kafka to confirm it."""
-        await self._confirm([self._dead_letter("unreadable_body", reason, raw)])
+    async def dead_letter(self, platform: str, reason: str, raw: bytes) -> None:
+        """Put a whole request body from ``platform`` on the dead-letter topic and wait for Kafka to confirm it."""
+        confirmation = Confirmation(self._loop, self._timeout)
+        confirmation.track(self._dead_letter(platform, "unreadable_body", reason, raw))
+        await self._confirmed(confirmation)
 
     async def deliver(self, platform: str, callback: Callback) -> Outcome:
         """Produce every status of ``callback`` (acks, unknown rooms, rejects) and wait for Kafka."""
@@ -126,24 +132,25 @@ class AckIntake:
         for kind in callback.ignored:
             metrics.IGNORED_CHANGES.labels(platform, kind).inc()
         received_at_ms = schemas.now_ms()
-        futures: list[asyncio.Future[Message]] = []
+        # Each record's future settles its replay key and counts this request down, in one done-callback.
+        confirmation = Confirmation(self._loop, self._timeout)
         published: list[str] = []
         replays = self.replays
         for status in callback.statuses:
             key = (platform, status.platform_message_id, status.status)
             if key in replays:
                 outcome.replayed += 1
-                metrics.STATUSES.labels(platform, status.status, "replayed").inc()
+                self._counted(platform, status.status, "replayed").inc()
                 continue
             pending = replays.in_flight.get(key)
             if pending is not None:  # the same status is on its way already (this or another request)
                 outcome.replayed += 1
-                futures.append(pending)
+                confirmation.track(pending)
                 continue
             if status.room_id is None:
                 outcome.unknown_room += 1
-                metrics.STATUSES.labels(platform, status.status, "unknown_room").inc()
-                future = self._dead_letter("unknown_room", "unknown room", ack_source(status.source))
+                self._counted(platform, status.status, "unknown_room").inc()
+                future = self._dead_letter(platform, "unknown_room", "unknown room", ack_source(status.source))
             else:
                 record = ack_bytes(status, platform, received_at_ms)
                 future = self._produce(
@@ -151,16 +158,18 @@ class AckIntake:
                 )
                 published.append(status.status)
             replays.in_flight[key] = future
-            future.add_done_callback(functools.partial(replays.settle, key))
-            futures.append(future)
+            confirmation.expect()
+            future.add_done_callback(functools.partial(_settle, replays, key, confirmation))
         for rejected in callback.rejected:
             outcome.dead_lettered += 1
-            metrics.STATUSES.labels(platform, "none", "invalid").inc()
-            futures.append(self._dead_letter("invalid_status", f"invalid status: {rejected.reason}", rejected.raw))
-        await self._confirm(futures)
+            self._counted(platform, "none", "invalid").inc()
+            confirmation.track(
+                self._dead_letter(platform, "invalid_status", f"invalid status: {rejected.reason}", rejected.raw)
+            )
+        await self._confirmed(confirmation)
         outcome.published = len(published)
-        for value, count in Counter(published).items():  # one metric update per status value, not per status
-            metrics.STATUSES.labels(platform, value, "published").inc(count)
+        for value in published:
+            self._counted(platform, value, "published").inc()
         return outcome
 
     def ack_partition(self, status: Status) -> int | None:
@@ -173,23 +182,26 @@ class AckIntake:
             return None
         return partition
 
-    async def _confirm(self, futures: list[asyncio.Future[Message]]) -> None:
-        if not futures:
+    async def _confirmed(self, confirmation: Confirmation) -> None:
+        if not confirmation.waiting:  # nothing produced (all replays, ignored changes): nothing to wait for
             return
         started = time.monotonic()
-        # asyncio.wait, not wait_for: a timeout must not cancel the records, which may still be
+        # One timer for every request's deadline; a timeout does not cancel the records, which may still be
         # confirmed later (and are then remembered as replays).
-        done, pending = await asyncio.wait(futures, timeout=self._timeout)
-        if pending:
-            raise KafkaNotConfirmedError(f"{len(pending)} of {len(futures)} records not confirmed in {self._timeout}s")
-        for future in done:
-            if future.cancelled():
-                raise KafkaNotConfirmedError("a record's delivery was cancelled")
-            if (exc := future.exception()) is not None:
-                raise KafkaNotConfirmedError(f"Kafka refused a record: {exc}") from exc
+        self._deadlines.watch(confirmation)
+        await confirmation.wait()
         now = time.monotonic()
         self.last_confirmed = now
-        metrics.KAFKA_CONFIRM_SECONDS.observe(now - started)
+        self._confirm_seconds.observe(now - started)
+
+    def close(self) -> None:
+        """Answer every request still waiting (503) and stop the deadline timer."""
+        self._deadlines.close()
+
+
+def _settle(replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation, future: asyncio.Future[Message]) -> None:
+    replays.settle(key, future)
+    confirmation.settled(future)
 
 
 def ack_headers(status: Status) -> Headers:

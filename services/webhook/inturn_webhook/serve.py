@@ -38,5 +38,8 @@ def run(settings: WebhookSettings) -> None:
         lifespan="on",
         log_config=None,  # structlog owns logging (inturn.logs.configure)
         access_log=False,  # one line per callback costs more than the callback; metrics count requests
+        # The webhook reads no client address: without this uvicorn rewrites the scope from X-Forwarded-* on every
+        # request from a trusted proxy (a pass over the headers, ~6 us measured in-process under load).
+        proxy_headers=False,
         timeout_graceful_shutdown=30,
     )

@@ -13,11 +13,38 @@ from collections.abc import Sequence
 from inturn.errors import InturnError
 
 _PREFIX = "sha256="
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_DIGEST_SIZE = 32  # SHA-256
+_BLOCK_SIZE = 64  # SHA-256's block: HMAC pads the key to it (RFC 2104)
+_INNER_PAD = bytes(x ^ 0x36 for x in range(256))
+_OUTER_PAD = bytes(x ^ 0x5C for x in range(256))
 
 
 class SignatureError(InturnError):
     """The signature header is missing, malformed or matches none of the accepted secrets."""
+
+
+class Secret:
+    """One accepted secret, with HMAC-SHA256's two keyed hash states computed once.
+
+    ``hmac.digest(key, body, "sha256")`` looks the digest up by name and keys it again on every call: about
+    15 µs on OpenSSL 3, against about 2 µs for copying the keyed states and hashing the body.
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, secret: bytes) -> None:
+        key = hashlib.sha256(secret).digest() if len(secret) > _BLOCK_SIZE else secret
+        key = key.ljust(_BLOCK_SIZE, b"\0")
+        self._inner = hashlib.sha256(key.translate(_INNER_PAD))
+        self._outer = hashlib.sha256(key.translate(_OUTER_PAD))
+
+    def digest(self, body: bytes) -> bytes:
+        """HMAC-SHA256 of ``body`` under this secret (what ``hmac.digest(secret, body, "sha256")`` returns)."""
+        inner = self._inner.copy()
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
 
 
 def sign(body: bytes, secret: bytes) -> str:
@@ -25,20 +52,25 @@ def sign(body: bytes, secret: bytes) -> str:
     return _PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
-def verify(header: str | None, body: bytes, secrets: Sequence[bytes]) -> None:
-    """Return if ``header`` signs ``body`` with one of ``secrets``; raise ``SignatureError`` otherwise."""
+def verify(header: str | None, body: bytes, secrets: Sequence[Secret | bytes]) -> None:
+    """Return if ``header`` signs ``body`` with one of ``secrets``; raise ``SignatureError`` otherwise.
+
+    Pass ``Secret`` objects, prepared once, on a hot path; raw secrets are prepared on every call."""
     if header is None:
         raise SignatureError("missing signature header")
     if not header.startswith(_PREFIX):
         raise SignatureError("malformed signature header (expected sha256=<hex>)")
     given = header[len(_PREFIX) :].strip()
-    if len(given) != 64 or not _HEX_DIGITS.issuperset(given):
+    try:
+        given_bytes = bytes.fromhex(given) if len(given) == 2 * _DIGEST_SIZE else b""
+    except ValueError:  # not hex
+        given_bytes = b""
+    if len(given_bytes) != _DIGEST_SIZE:  # also 64 characters with whitespace among them, which fromhex skips
         raise SignatureError("malformed signature header (expected 64 hex digits)")
-    given_bytes = bytes.fromhex(given)
     # Every secret is tried (no early exit) so timing does not tell which one matched.
     matched = False
     for secret in secrets:
-        expected = hmac.digest(secret, body, "sha256")  # one-shot: OpenSSL without an HMAC object
+        expected = (secret if isinstance(secret, Secret) else Secret(secret)).digest(body)
         matched |= hmac.compare_digest(expected, given_bytes)
     if not matched:
         raise SignatureError("signature does not match")

@@ -1,8 +1,11 @@
 """Platform status callbacks parsed into statuses, and statuses encoded as ``inturn.schemas.Ack`` bytes.
 
-Parsing is plain ``orjson`` and dict access, not pydantic: a Meta callback may carry hundreds of
-statuses and this is the webhook's per-status cost. The bytes ``ack_bytes`` writes decode as
-``inturn.schemas.Ack`` (the field limits below mirror the schema; the tests hold them together).
+Parsing is plain ``orjson`` and dict access, with no model per status: a Meta callback may carry hundreds
+of statuses and this is the webhook's per-status cost. ``inturn.schemas.Ack`` is a msgspec struct, validated
+only when the worker decodes it, not when ``ack_bytes`` writes it; so the limits checked here
+(``PLATFORM_MESSAGE_ID_MAX``, ``rooms.ROOM_ID_MAX`` and ``MESSAGE_ID_MAX``, the platform name's pattern)
+are copies of its ``msgspec.Meta`` constraints, and ``tests/webhook/test_webhook_parsing.py`` compares
+them with the schema's.
 
 Two levels of bad input (both kept on the dead-letter topic, never dropped):
 - the envelope (not JSON, no ``entry`` list, ...) raises ``SchemaError``: the whole body is dead-lettered;
@@ -24,7 +27,7 @@ from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 
 PLATFORM_MESSAGE_ID_MAX = 256  # inturn.schemas.Ack.platform_message_id
 ACK_STATUSES = frozenset(s.value for s in AckStatus)
-_PLATFORM_NAME = re.compile(r"^[a-z0-9_\-]{1,64}$")  # inturn.schemas.PlatformName
+PLATFORM_NAME = re.compile(r"^[a-z0-9_\-]{1,64}$")  # inturn.schemas.PlatformName
 _MAX_SECONDS_DIGITS = 11  # unix seconds up to year 5138; more is not a timestamp
 
 
@@ -196,7 +199,7 @@ def _generic_ack(raw: Any) -> Status:
 
 def parse_generic(body: bytes, platform: str) -> Callback:
     """The acks of a generic JSON callback ``{"acks": [...]}`` from ``platform``; ``SchemaError`` if not one."""
-    if not _PLATFORM_NAME.match(platform):
+    if not PLATFORM_NAME.match(platform):
         raise SchemaError(f"invalid platform name {platform[:80]!r}", raw=body)
     doc = _load_object(body)
     callback = Callback()

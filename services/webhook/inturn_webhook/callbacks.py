@@ -1,0 +1,146 @@
+"""The status callback endpoints (``POST /webhooks/whatsapp``, ``POST /webhooks/generic/{platform}``) as plain ASGI.
+
+Platforms call once per status, so what one request costs sets how many replicas a user needs. FastAPI's route
+matching, dependency solving and Request/Response objects cost more CPU than a callback's own work, so
+``inturn_webhook.app.WebhookApp`` hands these two POSTs to ``CallbackEndpoint.serve`` before FastAPI sees them;
+FastAPI keeps the other routes and the OpenAPI document, which still describes these endpoints (its route for
+them answers through the same ``CallbackEndpoint.answer``).
+
+Every callback goes the same way, cheapest refusal first: signature header present and well formed (else 401,
+body not read), body within the limit (else 413), signature right (else 401), body readable (else it is
+dead-lettered whole and answered 200: retrying cannot fix it), then each status is produced and the answer
+waits for Kafka (200, or 503 with ``Retry-After: 1`` so that the platform retries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from starlette.types import Receive, Scope, Send
+
+from inturn.errors import SchemaError
+from inturn.metrics import webhook as metrics
+from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
+from inturn_webhook.confirmations import KafkaNotConfirmedError
+from inturn_webhook.intake import AckIntake
+from inturn_webhook.signature import Secret, SignatureError, verify
+from inturn_webhook.statuses import Callback
+
+log = structlog.get_logger("inturn.webhook")
+
+#: Parses a signed body from ``platform`` into its statuses; ``SchemaError`` when it is not a callback at all.
+Parser = Callable[[bytes, str], Callback]
+
+_CONTENT_LENGTH = b"content-length"
+_JSON_HEADERS = ((b"content-type", b"application/json"),)
+_RETRY_HEADERS = ((b"content-type", b"application/json"), (b"retry-after", b"1"))
+_EMPTY: dict[str, Any] = {"published": 0, "replayed": 0, "unknown_room": 0, "dead_lettered": 0, "ignored": 0}
+
+
+class Started(Protocol):
+    """What the lifespan started: the intake, None before start-up and after shutdown."""
+
+    intake: AckIntake | None
+
+
+class Answer:
+    """A callback's answer: status, JSON body, and whether the platform should retry (``Retry-After: 1``)."""
+
+    __slots__ = ("body", "retry", "status")
+
+    def __init__(self, status: int, body: bytes, *, retry: bool = False) -> None:
+        self.status = status
+        self.body = body
+        self.retry = retry
+
+    @classmethod
+    def json(cls, status: int, document: dict[str, Any], *, retry: bool = False) -> Answer:
+        """``document`` as the JSON body."""
+        return cls(status, orjson.dumps(document), retry=retry)
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The answer's headers as ASGI sends them (what Starlette's ``Response`` would set)."""
+        return [(_CONTENT_LENGTH, b"%d" % len(self.body)), *(_RETRY_HEADERS if self.retry else _JSON_HEADERS)]
+
+
+class CallbackEndpoint:
+    """One callback endpoint: its signature header and secrets, its parser, and its request counters (bound once)."""
+
+    def __init__(
+        self,
+        name: str,
+        signature_header: str,
+        secrets: Sequence[bytes],
+        parse: Parser,
+        limit: int,
+        started: Started,
+    ) -> None:
+        self.name = name
+        self._header = signature_header.lower().encode("latin-1")  # ASGI header names are lower-case bytes
+        self._secrets = [Secret(secret) for secret in secrets]
+        self._parse = parse
+        self._limit = limit
+        self._started = started
+        requests = metrics.REQUESTS
+        self._ok = requests.labels(name, "ok")
+        self._bad_signature = requests.labels(name, "bad_signature")
+        self._too_large = requests.labels(name, "too_large")
+        self._dead_lettered = requests.labels(name, "dead_lettered")
+        self._kafka_timeout = requests.labels(name, "kafka_timeout")
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, platform: str) -> None:
+        """Answer one callback request over ASGI (nothing, if the client left before sending its body)."""
+        try:
+            answer = await self.answer(scope, receive, platform)
+        except ClientGoneError:
+            return  # nobody to answer; nothing was published
+        await send({"type": "http.response.start", "status": answer.status, "headers": answer.headers()})
+        await send({"type": "http.response.body", "body": answer.body})
+
+    async def answer(self, scope: Scope, receive: Receive, platform: str) -> Answer:
+        """Check, parse and publish one callback; the answer once Kafka confirmed everything (or why not)."""
+        signature: bytes | None = None
+        declared: bytes | None = None
+        header = self._header
+        for name, value in scope["headers"]:  # one pass; the first of repeated headers counts, as in Starlette
+            if name == header:
+                if signature is None:
+                    signature = value
+            elif name == _CONTENT_LENGTH and declared is None:
+                declared = value
+        if signature is None or not signature.startswith(b"sha256="):  # refused before reading the body
+            return self._refuse_signature(platform, "missing or malformed signature header")
+        try:
+            body = await read_limited(receive, declared, self._limit)
+            verify(signature.decode("latin-1"), body, self._secrets)
+        except SignatureError as exc:
+            return self._refuse_signature(platform, str(exc))
+        except BodyTooLargeError as exc:
+            self._too_large.inc()
+            log.warning("body_too_large", endpoint=self.name, platform=platform, reason=str(exc))
+            return Answer.json(413, {"detail": str(exc)})
+        intake = self._started.intake
+        if intake is None:  # not started (or stopping): nothing can be confirmed
+            return Answer.json(503, {"detail": "not started"}, retry=True)
+        try:
+            try:
+                callback = self._parse(body, platform)
+            except SchemaError as exc:
+                await intake.dead_letter(platform, exc.reason, body)
+                self._dead_lettered.inc()
+                return Answer.json(200, {**_EMPTY, "dead_lettered": 1, "reason": exc.reason})
+            outcome = await intake.deliver(platform, callback)
+        except KafkaNotConfirmedError as exc:
+            self._kafka_timeout.inc()
+            log.warning("kafka_not_confirmed", endpoint=self.name, platform=platform, reason=str(exc))
+            return Answer.json(503, {"detail": str(exc)}, retry=True)
+        self._ok.inc()
+        return Answer(200, orjson.dumps(outcome))  # orjson writes the dataclass's fields in order, no dict between
+
+    def _refuse_signature(self, platform: str, reason: str) -> Answer:
+        self._bad_signature.inc()
+        log.warning("signature_refused", endpoint=self.name, platform=platform, reason=reason)
+        return Answer.json(401, {"detail": reason})

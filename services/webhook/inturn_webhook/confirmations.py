@@ -1,0 +1,118 @@
+"""Waiting for Kafka to confirm a request's records: one countdown per request, one timer for every deadline.
+
+A request is answered 200 only once Kafka confirmed every record it produced, and 503 when that has not
+happened within the confirm timeout. ``asyncio.wait`` per request cost a set, a waiter, a done-callback per
+record and a timer per request. Here each record's future counts its request down (one callback), and since
+every request waits the same timeout, deadlines fall in the order requests started: ``Deadlines`` keeps the
+requests still waiting in that order and arms one timer, for the oldest. The guarantee is per request; only
+the waiting is shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from inturn.errors import InturnError
+
+
+class KafkaNotConfirmedError(InturnError):
+    """Kafka did not confirm a request's records in time, or refused them: answer 503."""
+
+
+class Confirmation:
+    """The records of one request on their way to Kafka: settled when every one is confirmed, one is refused or
+    cancelled, or the deadline passes."""
+
+    __slots__ = ("_count", "_done", "_left", "_timeout", "deadline")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self._done: asyncio.Future[BaseException | None] = loop.create_future()
+        self._count = 0
+        self._left = 0
+        self._timeout = timeout
+        self.deadline = loop.time() + timeout
+
+    @property
+    def waiting(self) -> bool:
+        """Whether records are tracked and nothing is decided yet."""
+        return self._left > 0 and not self._done.done()
+
+    def track(self, future: asyncio.Future[Any]) -> None:
+        """Wait for ``future`` too."""
+        self.expect()
+        future.add_done_callback(self.settled)
+
+    def expect(self) -> None:
+        """One more record to wait for, whose done-callback calls ``settled`` (``track`` does both)."""
+        self._count += 1
+        self._left += 1
+
+    def settled(self, future: asyncio.Future[Any]) -> None:
+        """One record's future is done: count it, or end the wait on a refusal."""
+        if self._done.done():
+            return
+        if future.cancelled():
+            self._done.set_result(KafkaNotConfirmedError("a record's delivery was cancelled"))
+        elif (exc := future.exception()) is not None:
+            error = KafkaNotConfirmedError(f"Kafka refused a record: {exc}")
+            error.__cause__ = exc
+            self._done.set_result(error)
+        else:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set_result(None)
+
+    def expire(self) -> None:
+        """The deadline passed: end the wait (the records stay on their way and may still be confirmed)."""
+        if not self._done.done():
+            self._done.set_result(
+                KafkaNotConfirmedError(f"{self._left} of {self._count} records not confirmed in {self._timeout}s")
+            )
+
+    async def wait(self) -> None:
+        """Return once every record is confirmed; ``KafkaNotConfirmedError`` otherwise."""
+        error = await self._done
+        if error is not None:
+            raise error
+
+
+class Deadlines:
+    """The requests waiting for Kafka, oldest first, and one timer that expires them at their deadline.
+
+    Every ``Confirmation`` has the same timeout, so appending keeps the queue in deadline order; requests
+    confirmed in time are dropped when they reach the front.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: deque[Confirmation] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def watch(self, confirmation: Confirmation) -> None:
+        """Expire ``confirmation`` at its deadline unless it is settled before."""
+        self._queue.append(confirmation)
+        if self._timer is None:
+            self._timer = self._loop.call_at(confirmation.deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        queue = self._queue
+        while queue:
+            oldest = queue[0]
+            if oldest.waiting:
+                if oldest.deadline > now:
+                    self._timer = self._loop.call_at(oldest.deadline, self._expire)
+                    return
+                oldest.expire()
+            queue.popleft()
+
+    def close(self) -> None:
+        """Expire every request still waiting and stop the timer (shutdown)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._queue:
+            self._queue.popleft().expire()
