@@ -114,8 +114,15 @@ async def test_an_ack_goes_to_the_partition_named_in_the_callback_data_not_the_r
     )
     signed = {"X-Inturn-Signature-256": sign(generic, GENERIC_SECRET.encode())}
     assert (await webhook.client.post("/webhooks/generic/acme", content=generic, headers=signed)).status_code == 200
-    [*_, (key, partition, _)] = read_topic(settings, settings.topic_acks, 6)
-    assert (key, partition) == ("room-0", elsewhere["room-0"])
+    room_0 = [
+        (partition, schemas.decode(Ack, value))
+        for key, partition, value in read_topic(settings, settings.topic_acks, 6)
+        if key == "room-0"
+    ]
+    assert sorted((ack.platform, partition) for partition, ack in room_0) == [
+        ("acme", elsewhere["room-0"]),
+        ("whatsapp", elsewhere["room-0"]),
+    ]
 
 
 async def test_a_bad_signature_is_answered_401_and_nothing_is_published(webhook: Webhook) -> None:
