@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
 
 import orjson
 
@@ -11,6 +14,20 @@ from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
 from inturn.schemas import Message
 from inturn.settings.worker import PlatformSettings
+
+
+class AckKind(StrEnum):
+    """How a platform confirms a message, which decides what the worker waits for after a send.
+
+    - ``per_message``: one status callback names the message (WhatsApp, Twilio, generic); the webhook publishes it.
+    - ``watermark``: a callback carries a timestamp and confirms every earlier message of that recipient
+      (Messenger's ``delivery.watermark``); the in-flight message is resolved when ``watermark_covers`` says so.
+    - ``synchronous``: the send's 2xx answer is the ack (Telegram, Instagram); no webhook wait.
+    """
+
+    PER_MESSAGE = "per_message"
+    WATERMARK = "watermark"
+    SYNCHRONOUS = "synchronous"
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -36,12 +53,31 @@ class SendResult:
 
     platform_message_id: str
     sent_at_ms: int | None = None  # when the request left (after any wait for a pooled connection)
+    answered_at_ms: int | None = None  # when the complete 2xx answer was read
+
+
+def watermark_covers(result: SendResult, watermark_ms: int, clock_skew_ms: int = 0) -> bool:
+    """Whether a watermark callback (``watermark_ms``: the platform's time; every message of the recipient sent
+    at or before it is confirmed) covers the message ``result`` is the accepted send of.
+
+    The platform stamps the message somewhere between the request's write (``sent_at_ms``) and its answer
+    (``answered_at_ms``), on its own clock. Only a watermark at or after the answer proves this message
+    (not the previous one) confirmed, so the answer's time is compared, minus ``clock_skew_ms`` when the
+    platform's clock is known to run behind ours. Without an answer time (never the case for a result of
+    ``result_of``) the write time is used. A watermark older than the send resolves nothing.
+    """
+    at = result.answered_at_ms if result.answered_at_ms is not None else result.sent_at_ms
+    if at is None:
+        return False
+    return at - clock_skew_ms <= watermark_ms
 
 
 class PlatformAdapter(ABC):
     """Renders and sends messages to one platform; raises only the ``PlatformError`` tree."""
 
     name: str = ""
+    #: How this platform confirms a message (see ``AckKind``).
+    ack_kind: ClassVar[AckKind] = AckKind.PER_MESSAGE
 
     def __init__(self, settings: PlatformSettings, pool_size: int, send_timeout_s: float) -> None:
         self.settings = settings
@@ -85,9 +121,10 @@ class PlatformAdapter(ABC):
         status, body = response.status, response.body
         if 200 <= status < 300:
             try:
-                return SendResult(self.parse_accepted(body).platform_message_id, response.sent_at_ms)
+                accepted = self.parse_accepted(body)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise PermanentPlatformError(f"unexpected 2xx body: {body[:200]!r}", status=status) from exc
+            return SendResult(accepted.platform_message_id, response.sent_at_ms, time.time_ns() // 1_000_000)
         raise self.classify_error(status, body, response.retry_after)
 
     def classify_error(
@@ -112,3 +149,17 @@ def _seconds(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def message_text(payload: dict[str, object]) -> str:
+    """The text of a message payload in either of the shapes inturn's producers use: the Cloud API's
+    ``{"type": "text", "text": {"body": ...}}``, or ``{"text": "..."}`` / ``{"body": "..."}``; ``ValueError``
+    when it has none (the adapters then refuse the message as permanent)."""
+    text = payload.get("text")
+    if isinstance(text, dict):
+        text = text.get("body")
+    if text is None:
+        text = payload.get("body")
+    if not isinstance(text, str) or not text:
+        raise ValueError("the payload carries no text (text.body, text or body)")
+    return text
