@@ -259,12 +259,10 @@ def test_a_message_without_text_is_refused_by_the_text_platforms() -> None:
             cls(settings, 1, 1.0).prepare(_message(cls.name, image={"link": "x"}))
 
 
-def test_a_watermark_covers_a_send_only_from_its_answer_on() -> None:
-    result = SendResult("m_1", sent_at_ms=1_000, answered_at_ms=1_040)
-    assert watermark_covers(result, 1_040)
-    assert watermark_covers(result, 5_000)
-    assert not watermark_covers(result, 1_039)  # could be the previous message's watermark
-    assert not watermark_covers(result, 900)  # older than the send: resolves nothing
-    assert watermark_covers(result, 1_020, clock_skew_ms=20)
-    assert watermark_covers(SendResult("m_2", sent_at_ms=1_000), 1_000)
-    assert not watermark_covers(SendResult("m_3"), 10**13)
+def test_a_watermark_covers_a_send_from_its_send_time_on() -> None:
+    result = SendResult("m_1", sent_at_ms=1_000)
+    assert watermark_covers(result, 1_000)
+    assert watermark_covers(result, 1_003)  # the platform stamped it after the request left
+    assert not watermark_covers(result, 999)  # the previous message's watermark: older than this send
+    assert watermark_covers(result, 980, clock_skew_ms=20)
+    assert not watermark_covers(SendResult("m_2"), 10**13)

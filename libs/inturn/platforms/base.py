@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
@@ -12,8 +11,13 @@ import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
-from inturn.schemas import Message
+from inturn.schemas import Message, encode_callback_data
 from inturn.settings.worker import PlatformSettings
+
+#: Request header carrying inturn's callback data (``inturn.schemas.encode_callback_data``) on platforms whose wire
+#: format has no field for it (Messenger, Instagram, Telegram), sent only when ``INTURN_PLATFORM_CALLBACK_HEADER`` is
+#: on: the platform simulator reads it for its receipt log; real platforms ignore unknown request headers.
+CALLBACK_HEADER = "X-Inturn-Callback-Data"
 
 
 class AckKind(StrEnum):
@@ -53,23 +57,22 @@ class SendResult:
 
     platform_message_id: str
     sent_at_ms: int | None = None  # when the request left (after any wait for a pooled connection)
-    answered_at_ms: int | None = None  # when the complete 2xx answer was read
 
 
 def watermark_covers(result: SendResult, watermark_ms: int, clock_skew_ms: int = 0) -> bool:
-    """Whether a watermark callback (``watermark_ms``: the platform's time; every message of the recipient sent
-    at or before it is confirmed) covers the message ``result`` is the accepted send of.
+    """Whether a watermark callback covers the message ``result`` is the accepted send of: its send time
+    (``sent_at_ms``, when the request was written) is at or before ``watermark_ms`` (the platform's time: every
+    message of the recipient sent before it is confirmed).
 
-    The platform stamps the message somewhere between the request's write (``sent_at_ms``) and its answer
-    (``answered_at_ms``), on its own clock. Only a watermark at or after the answer proves this message
-    (not the previous one) confirmed, so the answer's time is compared, minus ``clock_skew_ms`` when the
-    platform's clock is known to run behind ours. Without an answer time (never the case for a result of
-    ``result_of``) the write time is used. A watermark older than the send resolves nothing.
+    The platform stamps the message after the request left, so the watermark naming this message is at or after
+    ``sent_at_ms``; in turn, the previous message's watermark is older than this send (it was sent only once that
+    one was confirmed), so a watermark older than the send resolves nothing. ``clock_skew_ms``: how far the
+    platform's clock may run behind ours (subtracted from the send time). A result without a send time is never
+    covered.
     """
-    at = result.answered_at_ms if result.answered_at_ms is not None else result.sent_at_ms
-    if at is None:
+    if result.sent_at_ms is None:
         return False
-    return at - clock_skew_ms <= watermark_ms
+    return result.sent_at_ms - clock_skew_ms <= watermark_ms
 
 
 class PlatformAdapter(ABC):
@@ -98,6 +101,12 @@ class PlatformAdapter(ABC):
     def parse_accepted(self, body: bytes) -> SendResult:
         """The platform message id from a 2xx response body."""
 
+    def with_callback_header(self, headers: dict[str, str], message: Message, partition: int | None) -> dict[str, str]:
+        """``headers``, plus ``CALLBACK_HEADER`` when the settings ask for it (a dict per message then)."""
+        if not self.settings.platform_callback_header:
+            return headers
+        return {**headers, CALLBACK_HEADER: encode_callback_data(message.room_id, message.message_id, partition)}
+
     async def send(self, prepared: PreparedSend) -> SendResult:
         """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure.
 
@@ -124,7 +133,7 @@ class PlatformAdapter(ABC):
                 accepted = self.parse_accepted(body)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise PermanentPlatformError(f"unexpected 2xx body: {body[:200]!r}", status=status) from exc
-            return SendResult(accepted.platform_message_id, response.sent_at_ms, time.time_ns() // 1_000_000)
+            return SendResult(accepted.platform_message_id, response.sent_at_ms)
         raise self.classify_error(status, body, response.retry_after)
 
     def classify_error(

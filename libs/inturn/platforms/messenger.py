@@ -51,7 +51,7 @@ class MessengerAdapter(PlatformAdapter):
 
     def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         """Render the Send API body; the account is the Page id (``me`` when none is known). ``partition`` is not
-        sent: Messenger echoes nothing of a send in its delivery events."""
+        sent in the body: Messenger echoes nothing of a send in its delivery events (see ``CALLBACK_HEADER``)."""
         payload = message.payload
         content = payload.get("message")
         if not isinstance(content, dict):
@@ -71,7 +71,7 @@ class MessengerAdapter(PlatformAdapter):
             url=f"{self._base}/{self._version}/{account}/messages",
             body=json_body(body),
             account=account,
-            headers=self._headers,
+            headers=self.with_callback_header(self._headers, message, partition),
         )
 
     @property

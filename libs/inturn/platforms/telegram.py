@@ -55,7 +55,8 @@ class TelegramAdapter(PlatformAdapter):
         for name in _OPTIONAL_PARAMS:
             if name in message.payload:
                 body[name] = message.payload[name]
-        return PreparedSend(url=self._url, body=json_body(body), account="bot", headers=self._headers)
+        headers = self.with_callback_header(self._headers, message, partition)
+        return PreparedSend(url=self._url, body=json_body(body), account="bot", headers=headers)
 
     @functools.cached_property
     def _url(self) -> str:

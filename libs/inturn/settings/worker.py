@@ -27,6 +27,12 @@ class PlatformSettings(KafkaSettings):
     whatsapp_phone_number_id: str = Field(
         "", description="Default sender phone_number_id when a message carries no account."
     )
+    platform_callback_header: bool = Field(
+        False,
+        description="Send inturn's callback data (room, message, partition) in an X-Inturn-Callback-Data header to "
+        "Messenger, Instagram and Telegram, whose APIs have no field for it: for the platform simulator's receipt "
+        "log (the demo); real platforms ignore it. Off in production: room ids stay inside.",
+    )
     generic_base_url: str = Field("http://127.0.0.1:8090", description="Base URL of the generic JSON platform.")
     generic_token: SecretStr = Field(SecretStr("dev-token"), description="Bearer token for the generic platform.")
     messenger_base_url: str = Field(
