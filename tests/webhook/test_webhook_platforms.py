@@ -10,7 +10,7 @@ import pytest
 
 from inturn import schemas
 from inturn.errors import SchemaError
-from inturn.platforms.twilio import status_callback_url
+from inturn.platforms.twilio import status_callback_url, twilio_signature
 from inturn.schemas import Ack
 from inturn_webhook.platforms import (
     WATERMARK_ID_PREFIX,
@@ -18,7 +18,6 @@ from inturn_webhook.platforms import (
     parse_messenger,
     parse_twilio,
     public_url,
-    twilio_signature,
     verify_twilio,
 )
 from inturn_webhook.rooms import RoomResolver

@@ -21,6 +21,8 @@ message.
 from __future__ import annotations
 
 import base64
+import hmac
+from collections.abc import Iterable
 from urllib.parse import urlencode
 
 import orjson
@@ -38,6 +40,17 @@ def status_callback_url(base: str, room_id: str, message_id: str, partition: int
     """``base`` with inturn's callback data for one message added to its query string."""
     separator = "&" if "?" in base else "?"
     return base + separator + urlencode({CALLBACK_PARAM: encode_callback_data(room_id, message_id, partition)})
+
+
+def twilio_signature(auth_token: bytes, url: str, params: Iterable[tuple[str, str]]) -> str:
+    """``X-Twilio-Signature`` of a request to ``url`` with POST ``params``
+    (https://www.twilio.com/docs/usage/security#validating-requests): base64 of HMAC-SHA1 with the Auth Token over
+    the URL followed by each parameter's name and value, names sorted (a repeated name's values sorted too)."""
+    values: dict[str, set[str]] = {}
+    for name, value in params:
+        values.setdefault(name, set()).add(value)
+    data = url + "".join(name + value for name in sorted(values) for value in sorted(values[name]))
+    return base64.b64encode(hmac.digest(auth_token, data.encode(), "sha1")).decode()
 
 
 class TwilioAdapter(PlatformAdapter):

@@ -38,16 +38,15 @@ first; else ``X-Forwarded-Proto`` / ``X-Forwarded-Host`` when the proxy sets the
 
 from __future__ import annotations
 
-import base64
 import hmac
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import parse_qs, parse_qsl, urlsplit, urlunsplit
 
 import orjson
 
 from inturn.errors import SchemaError
-from inturn.platforms.twilio import CALLBACK_PARAM
+from inturn.platforms.twilio import CALLBACK_PARAM, twilio_signature
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError
 from inturn_webhook.statuses import PLATFORM_MESSAGE_ID_MAX, Callback, Rejected, Status
@@ -214,16 +213,6 @@ def parse_twilio(body: bytes, url: str, rooms: RoomResolver, received_at_ms: int
         Status(pmid, status, received_at_ms, recipient, room_id, message_id, error, params, partition)
     )
     return callback
-
-
-def twilio_signature(auth_token: bytes, url: str, params: Iterable[tuple[str, str]]) -> str:
-    """``X-Twilio-Signature`` of a request to ``url`` with POST ``params``: base64 HMAC-SHA1 with the Auth Token over
-    the URL followed by each parameter name and value, names sorted (a repeated name's values sorted too)."""
-    values: dict[str, set[str]] = {}
-    for name, value in params:
-        values.setdefault(name, set()).add(value)
-    data = url + "".join(name + value for name in sorted(values) for value in sorted(values[name]))
-    return base64.b64encode(hmac.digest(auth_token, data.encode(), "sha1")).decode()
 
 
 def _port_variants(url: str) -> list[str]:
