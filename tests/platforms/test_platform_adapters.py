@@ -22,6 +22,7 @@ from inturn.platforms import (
     TwilioAdapter,
     watermark_covers,
 )
+from inturn.platforms.base import CALLBACK_HEADER
 from inturn.platforms.twilio import CALLBACK_PARAM
 from inturn.schemas import Message, decode_callback_data, now_ms
 from inturn.settings.worker import PlatformSettings
@@ -266,3 +267,15 @@ def test_a_watermark_covers_a_send_from_its_send_time_on() -> None:
     assert not watermark_covers(result, 999)  # the previous message's watermark: older than this send
     assert watermark_covers(result, 980, clock_skew_ms=20)
     assert not watermark_covers(SendResult("m_2"), 10**13)
+
+
+@pytest.mark.parametrize("cls", [MessengerAdapter, InstagramAdapter, TelegramAdapter])
+async def test_the_callback_header_is_sent_only_when_asked_for(cls: type[PlatformAdapter]) -> None:
+    answer = respond(200, b'{"message_id":"m_1","ok":true,"result":{"message_id":1,"chat":{"id":1}}}')
+    request, _ = await _exchange(cls, _message(cls.name), answer, partition=9, platform_callback_header=True)
+    data = decode_callback_data(_header(request, CALLBACK_HEADER))
+    assert data is not None
+    assert (data.room_id, data.message_id, data.partition) == ("room-7", "m-7", 9)
+    quiet, _ = await _exchange(cls, _message(cls.name), answer)
+    with pytest.raises(AssertionError, match="no X-Inturn"):
+        _header(quiet, CALLBACK_HEADER)
