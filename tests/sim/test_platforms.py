@@ -211,6 +211,9 @@ async def test_twilio_calls_back_sent_delivered_read_signed_over_the_status_call
         assert len(answer["sid"]) == 34
         await eventually(lambda: len(receiver.twilio) == 3, 5, "sent, delivered, read")
         assert [form["MessageStatus"] for _, form in receiver.twilio] == ["sent", "delivered", "read"]
+        assert {(f["From"], f["To"], f["AccountSid"]) for _, f in receiver.twilio} == {
+            ("+15005550006", "+4917000001", "AC1")
+        }
         assert {called for called, _ in receiver.twilio} == {callback}
         assert {f["MessageSid"] for _, f in receiver.twilio} == {answer["sid"]}
         assert receiver.bad_signatures == 0

@@ -163,7 +163,9 @@ class CallbackSender:
         if platform == "twilio":
             status = batch[0]
             sent, url = status.sent, self._url_of(status)
-            params = platforms.twilio_status_form(sent.wamid, status.status, sent.phone_number_id, "sim", sent.to)
+            params = platforms.twilio_status_form(
+                sent.wamid, status.status, sent.phone_number_id, sent.sender or "", sent.to
+            )
             signature = platforms.twilio_signed(self._twilio_token, url, params)
             headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": signature}
             return url, urlencode(params).encode(), headers

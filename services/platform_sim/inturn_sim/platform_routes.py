@@ -112,7 +112,13 @@ async def _twilio(request: web.Request, sim: Simulator) -> web.Response:
     callback = form.get("StatusCallback")
     data = parse_qs(urlsplit(callback).query).get(CALLBACK_PARAM, [None])[0] if callback else None
     sent = sim.accept(
-        "twilio", account, to, data, callback_url=callback, queued_callback=bool(form.get("MessagingServiceSid"))
+        "twilio",
+        account,
+        to,
+        data,
+        callback_url=callback,
+        queued_callback=bool(form.get("MessagingServiceSid")),
+        sender=form.get("From") or form.get("MessagingServiceSid"),
     )
     return _json(platforms.twilio_answer(sent.wamid, account, form, formatdate(usegmt=True)), 201)
 

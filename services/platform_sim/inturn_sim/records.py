@@ -25,6 +25,7 @@ class Sent:
         "platform",
         "read",
         "room_id",
+        "sender",
         "to",
         "wamid",
     )
@@ -43,6 +44,7 @@ class Sent:
         generation: int,
         platform: str = "whatsapp",
         callback_url: str | None = None,
+        sender: str | None = None,
     ) -> None:
         self.wamid = wamid
         self.to = to
@@ -56,6 +58,7 @@ class Sent:
         self.generation = generation
         self.platform = platform  # whatsapp, messenger, instagram, twilio or telegram
         self.callback_url = callback_url  # Twilio: the send's StatusCallback
+        self.sender = sender  # Twilio: the send's From (or Messaging Service SID)
 
 
 class Status:

@@ -201,6 +201,7 @@ class Simulator:
         *,
         callback_url: str | None = None,
         queued_callback: bool = False,
+        sender: str | None = None,
     ) -> Sent:
         """Accept a send of Messenger, Instagram, Twilio or Telegram (after ``gate``).
 
@@ -233,7 +234,7 @@ class Simulator:
         at = now_ms()
         sent = Sent(
             pmid, to, account, callback_data, room_id, message_id, at, fate, read, self.generation, platform,
-            callback_url,
+            callback_url, sender,
         )  # fmt: skip
         self.stats.accepted += 1
         loop = asyncio.get_running_loop()
