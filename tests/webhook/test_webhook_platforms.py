@@ -62,11 +62,17 @@ def test_a_messenger_delivery_with_mids_acknowledges_each_and_carries_the_waterm
 def test_a_messenger_delivery_without_mids_is_one_watermark_status() -> None:
     callback = parse_messenger(_page(_delivery(1458668856253)), ROOMS, "messenger")
     [status] = callback.statuses
-    assert status.platform_message_id == f"{WATERMARK_ID_PREFIX}1458668856253"
+    assert status.platform_message_id == f"{WATERMARK_ID_PREFIX}{PSID}.1458668856253"
     assert (status.status, status.watermark_ms, status.room_id) == ("delivered", 1458668856253, f"fb:{PSID}")
     ack = schemas.decode(Ack, ack_bytes(status, "messenger", 7))
     assert ack.watermark_ms == 1458668856253
     assert ack.platform == "messenger"
+
+
+def test_watermarks_of_two_recipients_at_the_same_millisecond_are_not_one_status() -> None:
+    other = {"sender": {"id": "999"}, "recipient": {"id": PAGE}, "delivery": {"watermark": 77}}
+    callback = parse_messenger(_page(_delivery(77), other), ROOMS, "messenger")
+    assert len({s.platform_message_id for s in callback.statuses}) == 2  # the replay window keys on this id
 
 
 def test_a_messenger_read_is_a_read_watermark() -> None:

@@ -17,7 +17,9 @@ Messenger and Instagram (object ``page`` / ``instagram``, ``entry[].messaging[]`
   Both are signed with ``X-Hub-Signature-256`` exactly like WhatsApp's: ``inturn_webhook.signature.verify``.
 
 A delivery with ``mids`` becomes one ``delivered`` status per mid (each carrying the watermark); without ``mids``
-one status whose ``platform_message_id`` is ``watermark.{ms}`` (``WATERMARK_ID_PREFIX``) and ``watermark_ms`` set:
+one status whose ``platform_message_id`` is ``watermark.{recipient}.{ms}`` (``watermark_id``: unique per recipient,
+so the webhook's replay window, keyed by platform message id and status, never takes one recipient's watermark for
+a replay of another's) and ``watermark_ms`` set:
 the worker resolves its in-flight message by the watermark (``inturn.platforms.watermark_covers``). Messenger
 echoes nothing of a send, so the room comes from the recipient (``RoomResolver`` with the PSID, the Page id as
 account); the ack is routed by the room.
@@ -51,7 +53,14 @@ from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError
 from inturn_webhook.statuses import PLATFORM_MESSAGE_ID_MAX, Callback, Rejected, Status
 
-WATERMARK_ID_PREFIX = "watermark."  # platform_message_id of a watermark-only status: "watermark.<ms>"
+WATERMARK_ID_PREFIX = "watermark."
+
+
+def watermark_id(recipient: str, watermark_ms: int) -> str:
+    """The platform message id of a watermark-only status: ``watermark.{recipient}.{ms}``."""
+    return f"{WATERMARK_ID_PREFIX}{recipient}.{watermark_ms}"
+
+
 _MAX_MS = 10**14  # a millisecond timestamp beyond year 5000 is not one
 
 #: Twilio MessageStatus -> inturn status; None: an intermediate status that acknowledges nothing (ignored).
@@ -133,14 +142,14 @@ def _messaging_statuses(event: Any, rooms: RoomResolver) -> list[Status] | str:
             raise _Unreadable("delivery.mids: not a list")
         if mids:
             return [status(_mid(m, "delivery.mids[]"), "delivered", watermark, watermark) for m in mids]
-        return [status(f"{WATERMARK_ID_PREFIX}{watermark}", "delivered", watermark, watermark)]
+        return [status(watermark_id(user, watermark), "delivered", watermark, watermark)]
     if not isinstance(read, dict):
         raise _Unreadable("read: not an object")
     if "mid" in read:  # Instagram messaging_seen: one message
         ts = _millis(event.get("timestamp"), "timestamp")
         return [status(_mid(read["mid"], "read.mid"), "read", ts, None)]
     watermark = _millis(read.get("watermark"), "read.watermark")
-    return [status(f"{WATERMARK_ID_PREFIX}{watermark}", "read", watermark, watermark)]
+    return [status(watermark_id(user, watermark), "read", watermark, watermark)]
 
 
 def parse_messenger(body: bytes, rooms: RoomResolver, platform: Literal["messenger", "instagram"]) -> Callback:
