@@ -99,6 +99,9 @@ class Ack(_Record, frozen=True, kw_only=True):
     received_at_ms: Millis  # when the webhook received the callback
     recipient: str | None = None
     error: str | None = None  # the platform's error title for 'failed' statuses
+    # Watermark platforms (Messenger): every message of the recipient sent at or before this platform time is
+    # confirmed (``inturn.platforms.watermark_covers``); None when the ack is about its one message.
+    watermark_ms: Millis | None = None
 
 
 #: Kafka headers the webhook sets on every ack record (values are UTF-8 bytes). With them the worker can tell what

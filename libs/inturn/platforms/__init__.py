@@ -7,13 +7,34 @@ platform's slowness cannot take another's connections).
 
 from __future__ import annotations
 
-from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult
+from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, watermark_covers
 from inturn.platforms.generic import GenericAdapter
+from inturn.platforms.instagram import InstagramAdapter
+from inturn.platforms.messenger import MessengerAdapter
+from inturn.platforms.telegram import TelegramAdapter
+from inturn.platforms.twilio import TwilioAdapter
 from inturn.platforms.whatsapp import WhatsAppAdapter
 
 ADAPTERS: dict[str, type[PlatformAdapter]] = {
     WhatsAppAdapter.name: WhatsAppAdapter,
     GenericAdapter.name: GenericAdapter,
+    MessengerAdapter.name: MessengerAdapter,
+    InstagramAdapter.name: InstagramAdapter,
+    TwilioAdapter.name: TwilioAdapter,
+    TelegramAdapter.name: TelegramAdapter,
 }
 
-__all__ = ["ADAPTERS", "GenericAdapter", "PlatformAdapter", "PreparedSend", "SendResult", "WhatsAppAdapter"]
+__all__ = [
+    "ADAPTERS",
+    "AckKind",
+    "GenericAdapter",
+    "InstagramAdapter",
+    "MessengerAdapter",
+    "PlatformAdapter",
+    "PreparedSend",
+    "SendResult",
+    "TelegramAdapter",
+    "TwilioAdapter",
+    "WhatsAppAdapter",
+    "watermark_covers",
+]

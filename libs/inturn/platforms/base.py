@@ -4,13 +4,34 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
 
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
-from inturn.schemas import Message
+from inturn.schemas import Message, encode_callback_data
 from inturn.settings.worker import PlatformSettings
+
+#: Request header carrying inturn's callback data (``inturn.schemas.encode_callback_data``) on platforms whose wire
+#: format has no field for it (Messenger, Instagram, Telegram), sent only when ``INTURN_PLATFORM_CALLBACK_HEADER`` is
+#: on: the platform simulator reads it for its receipt log; real platforms ignore unknown request headers.
+CALLBACK_HEADER = "X-Inturn-Callback-Data"
+
+
+class AckKind(StrEnum):
+    """How a platform confirms a message, which decides what the worker waits for after a send.
+
+    - ``per_message``: one status callback names the message (WhatsApp, Twilio, generic); the webhook publishes it.
+    - ``watermark``: a callback carries a timestamp and confirms every earlier message of that recipient
+      (Messenger's ``delivery.watermark``); the in-flight message is resolved when ``watermark_covers`` says so.
+    - ``synchronous``: the send's 2xx answer is the ack (Telegram, Instagram); no webhook wait.
+    """
+
+    PER_MESSAGE = "per_message"
+    WATERMARK = "watermark"
+    SYNCHRONOUS = "synchronous"
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -38,10 +59,28 @@ class SendResult:
     sent_at_ms: int | None = None  # when the request left (after any wait for a pooled connection)
 
 
+def watermark_covers(result: SendResult, watermark_ms: int, clock_skew_ms: int = 0) -> bool:
+    """Whether a watermark callback covers the message ``result`` is the accepted send of: its send time
+    (``sent_at_ms``, when the request was written) is at or before ``watermark_ms`` (the platform's time: every
+    message of the recipient sent before it is confirmed).
+
+    The platform stamps the message after the request left, so the watermark naming this message is at or after
+    ``sent_at_ms``; in turn, the previous message's watermark is older than this send (it was sent only once that
+    one was confirmed), so a watermark older than the send resolves nothing. ``clock_skew_ms``: how far the
+    platform's clock may run behind ours (subtracted from the send time). A result without a send time is never
+    covered.
+    """
+    if result.sent_at_ms is None:
+        return False
+    return result.sent_at_ms - clock_skew_ms <= watermark_ms
+
+
 class PlatformAdapter(ABC):
     """Renders and sends messages to one platform; raises only the ``PlatformError`` tree."""
 
     name: str = ""
+    #: How this platform confirms a message (see ``AckKind``).
+    ack_kind: ClassVar[AckKind] = AckKind.PER_MESSAGE
 
     def __init__(self, settings: PlatformSettings, pool_size: int, send_timeout_s: float) -> None:
         self.settings = settings
@@ -61,6 +100,12 @@ class PlatformAdapter(ABC):
     @abstractmethod
     def parse_accepted(self, body: bytes) -> SendResult:
         """The platform message id from a 2xx response body."""
+
+    def with_callback_header(self, headers: dict[str, str], message: Message, partition: int | None) -> dict[str, str]:
+        """``headers``, plus ``CALLBACK_HEADER`` when the settings ask for it (a dict per message then)."""
+        if not self.settings.platform_callback_header:
+            return headers
+        return {**headers, CALLBACK_HEADER: encode_callback_data(message.room_id, message.message_id, partition)}
 
     async def send(self, prepared: PreparedSend) -> SendResult:
         """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure.
@@ -85,9 +130,10 @@ class PlatformAdapter(ABC):
         status, body = response.status, response.body
         if 200 <= status < 300:
             try:
-                return SendResult(self.parse_accepted(body).platform_message_id, response.sent_at_ms)
+                accepted = self.parse_accepted(body)
             except (KeyError, IndexError, TypeError, ValueError) as exc:
                 raise PermanentPlatformError(f"unexpected 2xx body: {body[:200]!r}", status=status) from exc
+            return SendResult(accepted.platform_message_id, response.sent_at_ms)
         raise self.classify_error(status, body, response.retry_after)
 
     def classify_error(
@@ -112,3 +158,17 @@ def _seconds(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def message_text(payload: dict[str, object]) -> str:
+    """The text of a message payload in either of the shapes inturn's producers use: the Cloud API's
+    ``{"type": "text", "text": {"body": ...}}``, or ``{"text": "..."}`` / ``{"body": "..."}``; ``ValueError``
+    when it has none (the adapters then refuse the message as permanent)."""
+    text = payload.get("text")
+    if isinstance(text, dict):
+        text = text.get("body")
+    if text is None:
+        text = payload.get("body")
+    if not isinstance(text, str) or not text:
+        raise ValueError("the payload carries no text (text.body, text or body)")
+    return text

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import orjson
 
-from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult, json_body
+from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, json_body
 from inturn.schemas import Message
 
 
@@ -19,6 +19,7 @@ class GenericAdapter(PlatformAdapter):
     """Sends ``{room_id, message_id, recipient, payload}`` as JSON with a bearer token."""
 
     name = "generic"
+    ack_kind = AckKind.PER_MESSAGE  # one status per message, echoing inturn's callback data
 
     def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         """Render the JSON body; the account is the message's account or 'default'. ``partition`` goes in the

@@ -13,7 +13,7 @@ import functools
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.platforms.base import PlatformAdapter, PreparedSend, SendResult, _seconds, json_body
+from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, _seconds, json_body
 from inturn.schemas import Message, encode_callback_data
 
 #: Meta error codes that mean "slow down", answered with HTTP 400 rather than 429 at times.
@@ -24,6 +24,7 @@ class WhatsAppAdapter(PlatformAdapter):
     """Sends to the WhatsApp Cloud API (or the platform simulator, which speaks the same wire format)."""
 
     name = "whatsapp"
+    ack_kind = AckKind.PER_MESSAGE  # one status per message, echoing inturn's callback data
 
     def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         """Render the Cloud API body; the account is the sender's phone_number_id."""

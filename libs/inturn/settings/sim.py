@@ -27,6 +27,19 @@ class SimSettings(InturnSettings):
     sim_access_token: SecretStr = Field(
         SecretStr("dev-token"), description="Bearer token the send API accepts (anything else gets 401)."
     )
+    sim_messenger_webhook_url: str = Field(
+        "", description="Where Messenger delivery callbacks are POSTed (object 'page'); empty: not sent."
+    )
+    sim_instagram_webhook_url: str = Field(
+        "", description="Where Instagram messaging_seen callbacks are POSTed (object 'instagram'); empty: not sent."
+    )
+    sim_messenger_mids_absent_rate: float = Field(
+        0.3, ge=0, le=1, description="Share of Messenger delivery callbacks sent without mids (watermark only)."
+    )
+    sim_twilio_auth_token: SecretStr = Field(
+        SecretStr("dev-token"),
+        description="Twilio Auth Token: Basic auth password of Twilio sends, and the key of X-Twilio-Signature.",
+    )
     sim_waba_id: str = Field("102290129340398", description="WhatsApp Business Account id in callbacks (entry.id).")
     sim_display_phone_number: str = Field(
         "15550783881", description="display_phone_number in callback metadata (one for every phone_number_id)."

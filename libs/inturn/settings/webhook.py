@@ -47,6 +47,15 @@ class WebhookSettings(KafkaSettings):
         default_factory=list,
         description="Secrets accepted for X-Inturn-Signature-256 on /webhooks/generic/{platform} (list: rotation).",
     )
+    webhook_twilio_auth_tokens: SecretList = Field(
+        default_factory=list,
+        description="Twilio Auth Tokens accepted for X-Twilio-Signature (current first, then previous ones).",
+    )
+    webhook_public_base_url: str | None = Field(
+        None,
+        description="The webhook's public base URL as platforms call it (e.g. https://hooks.example.com): Twilio "
+        "signs that URL. Unset: rebuilt from X-Forwarded-Proto/-Host (set by the proxy) or the request.",
+    )
     webhook_max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest request body accepted (413).")
     webhook_kafka_confirm_timeout_ms: int = Field(
         5000, ge=1, description="How long a request waits for Kafka to confirm its acks before answering 503."
@@ -72,7 +81,7 @@ class WebhookSettings(KafkaSettings):
     )
     webhook_probe_interval_s: float = Field(5.0, gt=0, description="How often Kafka's metadata is probed.")
 
-    @field_validator("webhook_app_secrets", "webhook_generic_secret", mode="before")
+    @field_validator("webhook_app_secrets", "webhook_generic_secret", "webhook_twilio_auth_tokens", mode="before")
     @classmethod
     def _secret_list(cls, value: Any) -> Any:
         return _split_secrets(value)
@@ -96,7 +105,7 @@ class WebhookSettings(KafkaSettings):
             return self
         if not self.webhook_app_secrets:
             raise ValueError(f"{ENV_PREFIX}WEBHOOK_APP_SECRETS is empty: every callback would be refused")
-        for name in ("webhook_app_secrets", "webhook_generic_secret"):
+        for name in ("webhook_app_secrets", "webhook_generic_secret", "webhook_twilio_auth_tokens"):
             for secret in getattr(self, name):
                 if secret.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
                     raise ValueError(f"{ENV_PREFIX}{name.upper()} holds a placeholder secret")

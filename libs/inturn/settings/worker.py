@@ -27,8 +27,59 @@ class PlatformSettings(KafkaSettings):
     whatsapp_phone_number_id: str = Field(
         "", description="Default sender phone_number_id when a message carries no account."
     )
+    platform_callback_header: bool = Field(
+        False,
+        description="Send inturn's callback data (room, message, partition) in an X-Inturn-Callback-Data header to "
+        "Messenger, Instagram and Telegram, whose APIs have no field for it: for the platform simulator's receipt "
+        "log (the demo); real platforms ignore it. Off in production: room ids stay inside.",
+    )
     generic_base_url: str = Field("http://127.0.0.1:8090", description="Base URL of the generic JSON platform.")
     generic_token: SecretStr = Field(SecretStr("dev-token"), description="Bearer token for the generic platform.")
+    messenger_base_url: str = Field(
+        "https://graph.facebook.com", description="Messenger Send API base URL (the simulator's URL locally)."
+    )
+    messenger_api_version: str = Field("v21.0", description="Graph API version in the Messenger send path.")
+    messenger_page_access_token: SecretStr = Field(
+        SecretStr("dev-token"), description="Messenger Page access token (sent as a bearer token)."
+    )
+    messenger_page_id: str = Field(
+        "", description="Page id in the send path (/{page-id}/messages) when a message has no account; empty: /me."
+    )
+    messenger_messaging_type: Literal["RESPONSE", "UPDATE", "MESSAGE_TAG"] = Field(
+        "RESPONSE", description="messaging_type of Messenger sends that do not set one in their payload."
+    )
+    instagram_base_url: str = Field(
+        "https://graph.instagram.com",
+        description="Instagram messaging Send API base URL (graph.facebook.com "
+        "with Facebook Login; the simulator's URL locally).",
+    )
+    instagram_api_version: str = Field("v21.0", description="Graph API version in the Instagram send path.")
+    instagram_access_token: SecretStr = Field(
+        SecretStr("dev-token"), description="Instagram user (or Page) access token, sent as a bearer token."
+    )
+    instagram_account_id: str = Field(
+        "",
+        description="Instagram professional account id (or Page id) in the send path when a message has no "
+        "account; empty: /me.",
+    )
+    twilio_base_url: str = Field("https://api.twilio.com", description="Twilio REST API base URL.")
+    twilio_account_sid: str = Field("", description="Twilio Account SID (AC...): the path's account, Basic auth user.")
+    twilio_auth_token: SecretStr = Field(
+        SecretStr("dev-token"), description="Twilio Auth Token (Basic auth password; signs status callbacks)."
+    )
+    twilio_from: str = Field("", description="Sender (From): a Twilio number or 'whatsapp:+...'; or use the next.")
+    twilio_messaging_service_sid: str = Field(
+        "", description="Messaging Service SID (MG...) sent instead of From when set."
+    )
+    twilio_status_callback_url: str = Field(
+        "",
+        description="Public URL of the webhook's Twilio status route; inturn appends the room, message and "
+        "partition to its query. Empty: no StatusCallback (acks then only time out).",
+    )
+    telegram_base_url: str = Field("https://api.telegram.org", description="Telegram Bot API base URL.")
+    telegram_bot_token: SecretStr = Field(
+        SecretStr("dev-token"), description="Telegram bot token (the path's /bot{token}/)."
+    )
 
 
 class WorkerSettings(PlatformSettings, PostgresSettings):

@@ -17,6 +17,7 @@ from inturn.probes import add_probes
 from inturn.settings.sim import SimSettings
 from inturn_sim import meta
 from inturn_sim.knobs import ConfigUpdate
+from inturn_sim.platform_routes import add_platform_routes
 from inturn_sim.simulator import Fault, Simulator
 
 SIM = web.AppKey("sim", Simulator)
@@ -50,6 +51,7 @@ def create_app(settings: SimSettings) -> web.Application:
     registry = app[REGISTRY] = registry_for(sim.stats.snapshot)
     app.cleanup_ctx.append(_lifecycle)
     app.router.add_post("/{version}/{phone_number_id}/messages", send_message)
+    add_platform_routes(app, SIM)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/receipts", receipts)
     app.router.add_get("/_sim/stats", stats)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable
+from urllib.parse import urlencode
 
 import aiohttp
 import structlog
+from yarl import URL
 
-from inturn_sim import meta
+from inturn.schemas import now_ms
+from inturn_sim import meta, platforms
 from inturn_sim.knobs import Knobs
 from inturn_sim.records import Stats, Status
 
@@ -38,6 +41,7 @@ class CallbackSender:
         timeout_s: float,
         generation: Callable[[], int],
         on_done: Callable[[list[Status]], None],
+        twilio_auth_token: bytes = b"",
     ) -> None:
         self._knobs = knobs
         self._stats = stats
@@ -49,6 +53,7 @@ class CallbackSender:
         self._timeout_s = timeout_s
         self._generation = generation
         self._on_done = on_done
+        self._twilio_token = twilio_auth_token
         self._outbox: deque[Status] = deque()
         self._retries: deque[tuple[list[Status], int]] = deque()
         self._held: dict[str, list[Status]] = {}
@@ -83,7 +88,7 @@ class CallbackSender:
 
     def enqueue(self, status: Status) -> None:
         """Queue a due status, or hold it back when its recipient is withheld."""
-        if not self._knobs.webhook_url:
+        if not self._url_of(status):
             self._stats.callbacks_unsent += 1
             return
         recipient = status.sent.to
@@ -122,18 +127,67 @@ class CallbackSender:
             if self._retries:
                 batch, attempt = self._retries.popleft()
             elif self._outbox:
-                take = min(self._batch_max, len(self._outbox))
-                batch, attempt = [self._outbox.popleft() for _ in range(take)], 0
+                batch, attempt = self._take_batch(), 0
             else:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             await self._post(batch, attempt)
 
-    async def _post(self, batch: list[Status], attempt: int) -> None:
-        assert self._session is not None
+    def _url_of(self, status: Status) -> str:
+        """Where ``status`` is called back: the platform's webhook URL knob, or a Twilio send's StatusCallback."""
+        platform = status.sent.platform
+        if platform == "twilio":
+            return status.sent.callback_url or ""
+        if platform == "messenger":
+            return self._knobs.messenger_webhook_url
+        if platform == "instagram":
+            return self._knobs.instagram_webhook_url
+        return self._knobs.webhook_url
+
+    def _take_batch(self) -> list[Status]:
+        """The next statuses for one request: up to ``batch_max`` of one platform in a row (Meta batches events);
+        Twilio calls back one status per request."""
+        outbox = self._outbox
+        first = outbox.popleft()
+        batch = [first]
+        if first.sent.platform == "twilio":
+            return batch
+        while outbox and len(batch) < self._batch_max and outbox[0].sent.platform == first.sent.platform:
+            batch.append(outbox.popleft())
+        return batch
+
+    def _render(self, batch: list[Status]) -> tuple[str, bytes, dict[str, str]]:
+        """URL, body and headers of the request calling ``batch`` back, in its platform's wire format."""
+        platform = batch[0].sent.platform
+        if platform == "twilio":
+            status = batch[0]
+            sent, url = status.sent, self._url_of(status)
+            params = platforms.twilio_status_form(
+                sent.wamid, status.status, sent.phone_number_id, sent.sender or "", sent.to
+            )
+            signature = platforms.twilio_signed(self._twilio_token, url, params)
+            headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Twilio-Signature": signature}
+            return url, urlencode(params).encode(), headers
+        if platform in ("messenger", "instagram"):
+            events = [
+                (
+                    s.sent.phone_number_id,
+                    platforms.delivery_event(s.sent.to, s.sent.phone_number_id, s.covers, s.ts_ms)
+                    if platform == "messenger"
+                    else platforms.seen_event(s.sent.to, s.sent.phone_number_id, s.sent.wamid, s.ts_ms),
+                )
+                for s in batch
+            ]
+            body = platforms.messaging_payload("page" if platform == "messenger" else "instagram", events, now_ms())
+        else:
+            body = self._whatsapp_body(batch)
+        headers = {"Content-Type": "application/json", "X-Hub-Signature-256": meta.signature(body, self._secret)}
+        return self._url_of(batch[0]), body, headers
+
+    def _whatsapp_body(self, batch: list[Status]) -> bytes:
         precision = self._knobs.timestamp_precision
-        body = meta.status_payload(
+        return meta.status_payload(
             self._waba_id,
             self._display,
             (
@@ -151,10 +205,15 @@ class CallbackSender:
                 for s in batch
             ),
         )
-        headers = {"Content-Type": "application/json", "X-Hub-Signature-256": meta.signature(body, self._secret)}
+
+    async def _post(self, batch: list[Status], attempt: int) -> None:
+        assert self._session is not None
+        url, body, headers = self._render(batch)
         answer: int | str
         try:
-            async with self._session.post(self._knobs.webhook_url, data=body, headers=headers) as response:
+            # encoded=True: the request target is the URL exactly as given (Twilio signs the StatusCallback as is;
+            # yarl would otherwise re-quote its query).
+            async with self._session.post(URL(url, encoded=True), data=body, headers=headers) as response:
                 await response.read()
                 answer = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:

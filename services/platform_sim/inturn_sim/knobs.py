@@ -19,6 +19,9 @@ class Knobs:
     """What ``POST /_sim/config`` may change while the simulator runs (names without the ``sim_`` prefix)."""
 
     webhook_url: str
+    messenger_webhook_url: str
+    instagram_webhook_url: str
+    messenger_mids_absent_rate: float
     latency_median_ms: float
     latency_p99_ms: float
     latency_max_ms: float
@@ -51,6 +54,9 @@ class ConfigUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     webhook_url: str | None = None
+    messenger_webhook_url: str | None = None
+    instagram_webhook_url: str | None = None
+    messenger_mids_absent_rate: float | None = Field(None, ge=0, le=1)
     latency_median_ms: float | None = Field(None, gt=0)
     latency_p99_ms: float | None = Field(None, gt=0)
     latency_max_ms: float | None = Field(None, gt=0)

@@ -17,12 +17,15 @@ class Sent:
     __slots__ = (
         "accepted_at_ms",
         "callback_data",
+        "callback_url",
         "fate",
         "generation",
         "message_id",
         "phone_number_id",
+        "platform",
         "read",
         "room_id",
+        "sender",
         "to",
         "wamid",
     )
@@ -39,6 +42,9 @@ class Sent:
         fate: int,
         read: bool,
         generation: int,
+        platform: str = "whatsapp",
+        callback_url: str | None = None,
+        sender: str | None = None,
     ) -> None:
         self.wamid = wamid
         self.to = to
@@ -50,17 +56,23 @@ class Sent:
         self.fate = fate
         self.read = read
         self.generation = generation
+        self.platform = platform  # whatsapp, messenger, instagram, twilio or telegram
+        self.callback_url = callback_url  # Twilio: the send's StatusCallback
+        self.sender = sender  # Twilio: the send's From (or Messaging Service SID)
 
 
 class Status:
-    """A status of one send that is due to be called back (``ts_ms``: when it happened)."""
+    """A status of one send that is due to be called back (``ts_ms``: when it happened). A Messenger delivery
+    covers several sends of one recipient: ``covers`` lists their ids (None: ``mids`` left out, as older Messenger
+    clients do) and ``ts_ms`` is the watermark."""
 
-    __slots__ = ("sent", "status", "ts_ms")
+    __slots__ = ("covers", "sent", "status", "ts_ms")
 
-    def __init__(self, sent: Sent, status: str, ts_ms: int) -> None:
+    def __init__(self, sent: Sent, status: str, ts_ms: int, covers: list[str] | None = None) -> None:
         self.sent = sent
         self.status = status
         self.ts_ms = ts_ms
+        self.covers = covers
 
 
 @dataclass(slots=True)

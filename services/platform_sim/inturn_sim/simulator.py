@@ -91,11 +91,17 @@ class Simulator:
             timeout_s=settings.sim_callback_timeout_s,
             generation=lambda: self.generation,
             on_done=self._status_called_back,
+            twilio_auth_token=settings.sim_twilio_auth_token.get_secret_value().encode(),
         )
         self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
         self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
         self._run_id = f"{time.time_ns() // 1_000_000:X}"  # keeps wamids unique across restarts
         self._next_id = 0
+        self._telegram_ids: dict[str, int] = {}  # chat_id -> last message_id (Telegram numbers messages per chat)
+        # Messenger watermarks, per (page, recipient): accepted_at of sends not yet at the device, and the sends that
+        # reached it and wait for a delivery callback.
+        self._in_flight: dict[tuple[str, str], list[int]] = {}
+        self._undelivered: dict[tuple[str, str], list[Sent]] = {}
         self._flusher: asyncio.Task[None] | None = None
         self.closing = False
 
@@ -170,14 +176,98 @@ class Simulator:
         loop.call_at(loop.time() + self.latency.draw(), self._arrive, sent)
         return wamid
 
+    def gate(self, account: str, to: str) -> tuple[int, float | None] | None:
+        """Queued faults, the rate limit per ``account`` and the 5xx rate, for the platforms other than WhatsApp: None
+        when the send may be accepted, else the HTTP status to answer (counted) and its Retry-After seconds."""
+        if self.faults and (fault := self._take_fault(to)) is not None:
+            self.stats.reject(fault.status)
+            after = (fault.retry_after if fault.retry_after is not None else 1.0) if fault.status == 429 else None
+            return fault.status, after
+        knobs = self.knobs
+        if knobs.rate_limit_per_s > 0 and (wait := self._take_token(account)) is not None:
+            self.stats.reject(429)
+            return 429, float(max(1, math.ceil(wait)))
+        if knobs.error_rate_5xx > 0 and self.rng.random() < knobs.error_rate_5xx:
+            self.stats.reject(500)
+            return 500, None
+        return None
+
+    def accept(
+        self,
+        platform: str,
+        account: str,
+        to: str,
+        callback_data: str | None,
+        *,
+        callback_url: str | None = None,
+        queued_callback: bool = False,
+        sender: str | None = None,
+    ) -> Sent:
+        """Accept a send of Messenger, Instagram, Twilio or Telegram (after ``gate``).
+
+        Messenger and Twilio deliver after the drawn latency like WhatsApp. Instagram and Telegram confirm a
+        message in the send's answer (synchronous), so the message takes its place in the conversation on
+        acceptance: the receipt is written at once (the device order is the acceptance order), as the answer's
+        promise. ``callback_data``: inturn's routing data (``X-Inturn-Callback-Data``, or Twilio's StatusCallback
+        query) for the receipt log."""
+        knobs, rng = self.knobs, self.rng
+        self._next_id += 1
+        serial = f"{self._run_id}{self._next_id:010X}"
+        if platform == "twilio":
+            pmid = f"SM{serial.lower():0>32}"[-34:]
+        elif platform == "telegram":
+            number = self._telegram_ids[to] = self._telegram_ids.get(to, 0) + 1
+            pmid = str(number)
+        elif platform == "instagram":
+            pmid = f"aWdfSIM{serial}"
+        else:
+            pmid = f"m_SIM{serial}"
+        synchronous = platform in ("instagram", "telegram")
+        fate = DELIVER
+        if not synchronous and knobs.failed_rate > 0 and rng.random() < knobs.failed_rate:
+            fate = FAIL
+        elif knobs.drop_rate > 0 and rng.random() < knobs.drop_rate:
+            fate = DROP
+        read = knobs.read_rate > 0 and rng.random() < knobs.read_rate
+        decoded = decode_callback_data(callback_data)
+        room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
+        at = now_ms()
+        sent = Sent(
+            pmid, to, account, callback_data, room_id, message_id, at, fate, read, self.generation, platform,
+            callback_url, sender,
+        )  # fmt: skip
+        self.stats.accepted += 1
+        loop = asyncio.get_running_loop()
+        if synchronous:
+            receipt = self.receipts.record(to, account, room_id, message_id, pmid, at, at)
+            self.stats.deliveries += 1
+            if receipt["duplicate"]:
+                self.stats.duplicates += 1
+            if platform == "instagram" and read and fate != DROP:
+                loop.call_later(knobs.read_delay_ms / 1000, self._due, [sent], "read")
+            return sent
+        if queued_callback:  # a Messaging Service's message: created 'accepted', then called back 'queued'
+            self.sender.enqueue(Status(sent, "queued", at))
+        if platform == "messenger":
+            self._in_flight.setdefault((account, to), []).append(at)
+        self.stats.pending += 1
+        loop.call_at(loop.time() + self.latency.draw(), self._arrive, sent)
+        return sent
+
     def _arrive(self, sent: Sent) -> None:
         if sent.generation != self.generation:
             return
         self.stats.pending -= 1
         at = now_ms()
+        if sent.platform == "messenger":
+            self._in_flight[(sent.phone_number_id, sent.to)].remove(sent.accepted_at_ms)
         if sent.fate == FAIL:
             self.stats.failed_messages += 1
-            self.sender.enqueue(Status(sent, "failed", at))
+            if sent.platform == "whatsapp":
+                self.sender.enqueue(Status(sent, "failed", at))
+            elif sent.platform == "twilio":
+                self.sender.enqueue(Status(sent, "undelivered", at))
+            # Messenger has no failure event: the message is simply never delivered.
             return
         receipt = self.receipts.record(
             sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at
@@ -188,12 +278,46 @@ class Simulator:
         if sent.fate == DROP:
             self.stats.callbacks_dropped += 1
             return
+        if sent.platform == "messenger":
+            key = (sent.phone_number_id, sent.to)
+            waiting = self._undelivered.setdefault(key, [])
+            waiting.append(sent)
+            if len(waiting) == 1:  # one delivery callback per recipient covers what arrived in the meantime
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.knobs.delivered_delay_ms / 1000, self._deliveries_due, key, self.generation)
+            return
         self.sender.enqueue(Status(sent, "sent", at))
+
+    def _deliveries_due(self, key: tuple[str, str], generation: int) -> None:
+        """One Messenger delivery callback for a recipient: the watermark is the newest acceptance time every
+        earlier send of the recipient has reached the device by (a send still on its way holds it back), ``mids``
+        the sends it covers, left out at ``messenger_mids_absent_rate``."""
+        if generation != self.generation:
+            return
+        waiting = self._undelivered.pop(key, [])
+        if not waiting:
+            return
+        watermark = max(s.accepted_at_ms for s in waiting)
+        in_flight = self._in_flight.get(key)
+        if in_flight:
+            watermark = min(watermark, min(in_flight) - 1)
+        covered = [s for s in waiting if s.accepted_at_ms <= watermark]
+        rest = [s for s in waiting if s.accepted_at_ms > watermark]
+        if rest:  # arrived, but an earlier send has not: covered by a later callback
+            self._undelivered[key] = rest
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.knobs.delivered_delay_ms / 1000, self._deliveries_due, key, generation)
+        if not covered:
+            return
+        absent = self.knobs.messenger_mids_absent_rate
+        mids = None if absent > 0 and self.rng.random() < absent else [s.wamid for s in covered]
+        self.sender.enqueue(Status(covered[-1], "delivered", watermark, mids))
 
     def _status_called_back(self, batch: list[Status]) -> None:
         # The next status of each message becomes due only now, so they reach the webhook in order.
-        delivered = [s.sent for s in batch if s.status == "sent" and s.sent.generation == self.generation]
-        read = [s.sent for s in batch if s.status == "delivered" and s.sent.read]
+        chained = [s for s in batch if s.sent.platform in ("whatsapp", "twilio")]
+        delivered = [s.sent for s in chained if s.status == "sent" and s.sent.generation == self.generation]
+        read = [s.sent for s in chained if s.status == "delivered" and s.sent.read]
         loop = asyncio.get_running_loop()
         if delivered:
             loop.call_later(self.knobs.delivered_delay_ms / 1000, self._due, delivered, "delivered")
@@ -287,6 +411,9 @@ class Simulator:
         self.stats.clear()
         self.faults.clear()
         self._buckets.clear()
+        self._telegram_ids.clear()
+        self._in_flight.clear()
+        self._undelivered.clear()
         self.rng.seed(self.seed)
 
 

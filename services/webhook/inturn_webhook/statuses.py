@@ -48,6 +48,9 @@ class Status:
     error: str | None
     source: dict[str, Any]  # the status as received, for the dead-letter topic
     partition: int | None = None  # the messages partition the worker sent it from (echoed), else route by room
+    # Watermark platforms (Messenger): every message of this recipient sent at or before this platform time (ms) is
+    # confirmed; None for a status about one message only.
+    watermark_ms: int | None = None
 
 
 @dataclass(slots=True)
@@ -212,18 +215,20 @@ def parse_generic(body: bytes, platform: str) -> Callback:
 
 
 def ack_bytes(status: Status, platform: str, received_at_ms: int) -> bytes:
-    """``status`` as the JSON of an ``inturn.schemas.Ack`` (built directly: no model per status)."""
-    return orjson.dumps(
-        {
-            "v": 1,
-            "room_id": status.room_id,
-            "message_id": status.message_id,
-            "platform": platform,
-            "platform_message_id": status.platform_message_id,
-            "status": status.status,
-            "platform_ts_ms": status.platform_ts_ms,
-            "received_at_ms": received_at_ms,
-            "recipient": status.recipient,
-            "error": status.error,
-        }
-    )
+    """``status`` as the JSON of an ``inturn.schemas.Ack`` (built directly: no model per status); ``watermark_ms``
+    only when the status has one."""
+    fields: dict[str, object] = {
+        "v": 1,
+        "room_id": status.room_id,
+        "message_id": status.message_id,
+        "platform": platform,
+        "platform_message_id": status.platform_message_id,
+        "status": status.status,
+        "platform_ts_ms": status.platform_ts_ms,
+        "received_at_ms": received_at_ms,
+        "recipient": status.recipient,
+        "error": status.error,
+    }
+    if status.watermark_ms is not None:
+        fields["watermark_ms"] = status.watermark_ms
+    return orjson.dumps(fields)
