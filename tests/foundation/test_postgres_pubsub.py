@@ -24,9 +24,9 @@ async def test_migrations_apply_once_and_a_second_run_changes_nothing(pg_schema:
         }
     finally:
         await conn.close()
-    assert first == ["0001_initial.sql"]
+    assert first == ["0001_initial.sql", "0002_recent_message_ids.sql"]
     assert second == []
-    assert versions == ["0001_initial.sql"]
+    assert versions == ["0001_initial.sql", "0002_recent_message_ids.sql"]
     assert {
         "room_cursors",
         "partition_epochs",
