@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from inturn.kafka import make_consumer, partition_for
+from inturn.platforms import SendResult
 from inturn.schemas import AckStatus
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
@@ -68,7 +69,7 @@ async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_work
     router = AckRouter(3600)
     # The first ownership: room-0#3 was sent and acked (its future resolved, the router remembers it).
     first = router.expect("room-0", "room-0#3")
-    router.sent("room-0", "room-0#3", "wamid.room-0.3")
+    router.sent("room-0", "room-0#3", SendResult("wamid.room-0.3"))
     assert router.route(ack)[0] is Routed.RESOLVED
     assert first.done()
     router.finish(

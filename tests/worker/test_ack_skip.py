@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
+from inturn.platforms import SendResult
 from inturn.schemas import Ack, AckStatus, decode, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
@@ -82,7 +83,7 @@ async def test_statuses_of_a_decided_message_are_counted_without_decoding_and_ot
     try:
         for n, timed_out in ((0, False), (1, True)):
             future = router.expect("R", f"R#{n}")
-            router.sent("R", f"R#{n}", f"wamid.{n}")
+            router.sent("R", f"R#{n}", SendResult(f"wamid.{n}"))
             router.finish("R", f"R#{n}", f"wamid.{n}", timed_out=timed_out, partition=0, offset=n, platform="whatsapp")
             assert not future.done()
         before = _duplicates()

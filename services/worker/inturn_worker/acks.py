@@ -1,8 +1,10 @@
 """Ack futures: a room's loop waits on one; the acks reader resolves it.
 
 An ack is matched by (room_id, message_id) when the platform echoed our callback data, else by
-the platform message id the send returned. Early acks (before the send returned, or from a
-previous owner of the room) are kept for a bounded time and matched when their message comes up;
+the platform message id the send returned, else (a watermark ack, Messenger's delivery watermark) by its
+room: it resolves the room's in-flight message when the watermark covers that message's send
+(``inturn.platforms.watermark_covers``); an older watermark resolves nothing. Early acks (before the send
+returned, or from a previous owner of the room) are kept for a bounded time and matched when their message comes up;
 late acks (after the message timed out) are reported once and never resolve anything else;
 duplicates (a second status of a resolved message) are counted and dropped.
 """
@@ -15,6 +17,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from enum import Enum
 
+from inturn.platforms import SendResult, watermark_covers
 from inturn.schemas import Ack
 
 
@@ -52,6 +55,10 @@ class AckRouter:
         self._early_expiry: deque[tuple[float, tuple[str, str] | None, str]] = deque()
         self._finished: OrderedDict[tuple[str, str], Finished] = OrderedDict()
         self._finished_pmid: dict[str, tuple[str, str]] = {}
+        #: room -> its in-flight message that a watermark resolves, and that message's send
+        self._by_watermark: dict[str, tuple[tuple[str, str], SendResult]] = {}
+        #: room -> the newest watermark ack that resolved nothing yet (it may come before its send returned)
+        self._early_watermark: OrderedDict[str, tuple[float, Ack]] = OrderedDict()
 
     def expect(self, room_id: str, message_id: str) -> asyncio.Future[Ack | None]:
         """A future for this message's ack; already resolved when an early ack by message id is waiting."""
@@ -63,16 +70,22 @@ class AckRouter:
         self._waiting[key] = future
         return future
 
-    def sent(self, room_id: str, message_id: str, platform_message_id: str) -> None:
-        """The send returned this platform id: match acks by it too, including one that came early."""
+    def sent(self, room_id: str, message_id: str, result: SendResult, *, by_watermark: bool = False) -> None:
+        """The send returned ``result``: match acks by its platform id too, including one that came early; with
+        ``by_watermark``, also a watermark ack of the room that covers the send."""
         key = (room_id, message_id)
         future = self._waiting.get(key)
         if future is None:
             return
-        self._waiting_pmid[platform_message_id] = key
-        early = self._early_pmid.pop(platform_message_id, None)
+        self._waiting_pmid[result.platform_message_id] = key
+        early = self._early_pmid.pop(result.platform_message_id, None)
         if early is not None and not future.done():
             future.set_result(early)
+        if by_watermark:
+            self._by_watermark[room_id] = (key, result)
+            kept = self._early_watermark.pop(room_id, None)
+            if kept is not None and time.monotonic() < kept[0] and not future.done():
+                self._route_watermark(kept[1])
 
     def finish(
         self,
@@ -88,6 +101,8 @@ class AckRouter:
         """The message reached its outcome: stop waiting, remember it for late and duplicate acks."""
         key = (room_id, message_id)
         self._waiting.pop(key, None)
+        if room_id in self._by_watermark and self._by_watermark[room_id][0] == key:
+            del self._by_watermark[room_id]
         if platform_message_id is not None:
             self._waiting_pmid.pop(platform_message_id, None)
             self._finished_pmid[platform_message_id] = key
@@ -125,6 +140,8 @@ class AckRouter:
 
     def route(self, ack: Ack) -> tuple[Routed, Finished | None]:
         """Resolve the waiting message this ack belongs to, or classify it (early, late, duplicate)."""
+        if ack.watermark_ms is not None and not ack.message_id:
+            return self._route_watermark(ack), None
         key: tuple[str, str] | None = (ack.room_id, ack.message_id) if ack.message_id else None
         if key is None:
             key = self._waiting_pmid.get(ack.platform_message_id) or self._finished_pmid.get(ack.platform_message_id)
@@ -143,6 +160,26 @@ class AckRouter:
                 return Routed.DUPLICATE, finished
         self._keep_early(ack, key)
         return Routed.EARLY, None
+
+    def _route_watermark(self, ack: Ack) -> Routed:
+        """A watermark ack: it resolves the room's in-flight message when it covers that send; one that came before
+        the send returned is kept (the newest per room) for ``sent``; one older than the send resolves nothing."""
+        assert ack.watermark_ms is not None
+        waiting = self._by_watermark.get(ack.room_id)
+        if waiting is not None:
+            key, result = waiting
+            future = self._waiting.get(key)
+            if future is not None and not future.done() and watermark_covers(result, ack.watermark_ms):
+                future.set_result(ack)
+                return Routed.RESOLVED
+            return Routed.DUPLICATE  # older than the in-flight send: it confirms earlier messages only
+        kept = self._early_watermark.get(ack.room_id)
+        if kept is None or (kept[1].watermark_ms or 0) < ack.watermark_ms:
+            self._early_watermark[ack.room_id] = (time.monotonic() + self._early_ttl, ack)
+            self._early_watermark.move_to_end(ack.room_id)
+            while len(self._early_watermark) > self._finished_capacity:
+                self._early_watermark.popitem(last=False)
+        return Routed.EARLY
 
     def _keep_early(self, ack: Ack, key: tuple[str, str] | None) -> None:
         now = time.monotonic()

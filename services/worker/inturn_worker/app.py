@@ -9,6 +9,7 @@ and offsets are written); a second signal exits at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import sys
@@ -30,7 +31,7 @@ from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.events import EventLog
-from inturn_worker.health import start_health_server
+from inturn_worker.health import describe, start_health_server
 from inturn_worker.intake import Intake
 from inturn_worker.partition import Partition
 from inturn_worker.room import Rooms
@@ -91,7 +92,7 @@ class Worker:
         intake = Intake(settings, parts, rooms, events, store, acks, checkpoint)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
-            settings.worker_http_host, settings.worker_http_port, self._ready, rooms.describe
+            settings.worker_http_host, settings.worker_http_port, self._ready, functools.partial(describe, parts)
         )
         log.info(
             "worker_started",

@@ -7,11 +7,31 @@ then sends nothing, so it should not count as ready).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from aiohttp import web
 
 from inturn import probes
+from inturn_worker.partition import Partition
+
+
+def describe(parts: dict[int, Partition], room_id: str) -> dict[str, object] | None:
+    """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
+    room = next((r for part in parts.values() if (r := part.rooms.get(room_id)) is not None), None)
+    if room is None:
+        return None
+    head = room.queue.head
+    return {
+        "room_id": room_id,
+        "buffered": len(room.queue),
+        "head_message_id": head.message_id if head else None,
+        "head_offset": head.offset if head else None,
+        "partition": head.part.partition if head else None,
+        "in_flight": room.in_flight,
+        "blocked": room.blocked,
+        "head_waiting_s": round(time.monotonic() - room.head_since, 3),
+    }
 
 
 async def start_health_server(

@@ -17,7 +17,7 @@ import structlog
 from inturn.db.store import Store
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
-from inturn.platforms import PlatformAdapter, PreparedSend
+from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
@@ -80,23 +80,6 @@ class Rooms:
     def active(self) -> int:
         """Rooms with buffered messages (idle loops not counted)."""
         return sum(1 for part in self._parts.values() for room in part.rooms.values() if room.queue)
-
-    def describe(self, room_id: str) -> dict[str, object] | None:
-        """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
-        room = next((r for part in self._parts.values() if (r := part.rooms.get(room_id)) is not None), None)
-        if room is None:
-            return None
-        head = room.queue.head
-        return {
-            "room_id": room_id,
-            "buffered": len(room.queue),
-            "head_message_id": head.message_id if head else None,
-            "head_offset": head.offset if head else None,
-            "partition": head.part.partition if head else None,
-            "in_flight": room.in_flight,
-            "blocked": room.blocked,
-            "head_waiting_s": round(time.monotonic() - room.head_since, 3),
-        }
 
     def stuck(self) -> int:
         """Rooms whose head message has waited more than twice its platform's ack timeout (a gauge for alerts)."""
@@ -247,11 +230,11 @@ class Rooms:
         """Send, then (in the ack-gated modes) wait for the ack or the timeout; True when it timed out."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
-        if self._awaits_ack:
-            # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing
-            # ack evidence that the message still needs sending.
-            if not entry.part.admitted():  # the common case needs no await
-                await entry.part.admit()
+        # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack
+        # evidence that the message still needs sending.
+        if self._awaits_ack and not entry.part.admitted():  # the common case needs no await
+            await entry.part.admit()
+        if self._awaits_ack and adapter.ack_kind is not AckKind.SYNCHRONOUS:  # synchronous: the answer is the ack
             future = self._router.expect(room.room_id, entry.message_id)
             if future.done():
                 # Acked before we sent it: a previous owner sent it and the ack raced the takeover.
@@ -271,16 +254,22 @@ class Rooms:
             if self._mode is OrderingMode.FIXED_DELAY:
                 self._prepare_next(room, adapter)
                 await asyncio.sleep(self._settings.worker_fixed_delay_ms / 1000)
+            answered = self._awaits_ack  # an ack-gated mode without a future: the platform's answer is the ack
+            if answered:
+                metrics.acked.inc()
             self._terminal(
                 room,
                 entry,
-                EventType.SENT,
+                EventType.ACKED if answered else EventType.SENT,
                 sent_at_ms=sent_at_ms,
+                acked_at_ms=now_ms() if answered else None,
                 platform_message_id=result.platform_message_id,
                 attempt=attempt,
+                detail="answered" if answered else None,
             )
             return False
-        self._router.sent(room.room_id, entry.message_id, result.platform_message_id)
+        sent = SendResult(result.platform_message_id, sent_at_ms)
+        self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
         self._prepare_next(room, adapter)
         timeout = self._timeouts.of(platform)
         deadline = self._deadlines.add(timeout.seconds, future)
