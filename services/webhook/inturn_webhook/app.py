@@ -26,11 +26,13 @@ from inturn import __version__, probes
 from inturn.kafka import AsyncProducer, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
+from inturn.schemas import now_ms
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
-from inturn_webhook.callbacks import Answer, CallbackEndpoint
+from inturn_webhook.callbacks import Answer, CallbackEndpoint, TwilioEndpoint
 from inturn_webhook.intake import AckIntake
+from inturn_webhook.platforms import parse_messenger, parse_twilio
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.statuses import parse_generic, parse_meta
 
@@ -40,25 +42,34 @@ META_SIGNATURE = "x-hub-signature-256"
 GENERIC_SIGNATURE = "x-inturn-signature-256"
 WHATSAPP_PATH = "/webhooks/whatsapp"
 GENERIC_PREFIX = "/webhooks/generic/"
+#: The platforms with a callback endpoint of their own (the generic one takes any other), by path.
+PLATFORM_PATHS = {
+    WHATSAPP_PATH: "whatsapp",
+    "/webhooks/messenger": "messenger",
+    "/webhooks/instagram": "instagram",
+    "/webhooks/twilio": "twilio",
+}
 
 
 class WebhookApp(FastAPI):
     """FastAPI, except that the callback POSTs are answered here, before FastAPI's middleware and routing.
 
     A request reaches ``CallbackEndpoint.serve`` when FastAPI's own routes would have sent it to the
-    callback handlers: POST to ``/webhooks/whatsapp``, or to ``/webhooks/generic/{platform}`` with a
+    callback handlers: POST to a path of ``PLATFORM_PATHS``, or to ``/webhooks/generic/{platform}`` with a
     ``platform`` of one path segment (Starlette's ``[^/]+``), paths read as Starlette reads them.
     """
 
     whatsapp: CallbackEndpoint
     generic: CallbackEndpoint
+    endpoints: dict[str, CallbackEndpoint]  # by platform name: whatsapp, messenger, instagram, twilio
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope (request or lifespan)."""
         if scope["type"] == "http" and scope["method"] == "POST":
             path = _route_path(scope)
-            if path == WHATSAPP_PATH:
-                await self.whatsapp.serve(scope, receive, send, "whatsapp")
+            named = PLATFORM_PATHS.get(path)
+            if named is not None:
+                await self.endpoints[named].serve(scope, receive, send, named)
                 return
             if path.startswith(GENERIC_PREFIX):
                 platform = path[len(GENERIC_PREFIX) :]
@@ -168,6 +179,35 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         "whatsapp", META_SIGNATURE, app_secrets, lambda body, _: parse_meta(body, rooms), limit, runtime
     )
     app.generic = CallbackEndpoint("generic", GENERIC_SIGNATURE, generic_secrets, parse_generic, limit, runtime)
+    twilio_tokens = [s.get_secret_value().encode() for s in cfg.webhook_twilio_auth_tokens]
+    app.endpoints = {
+        "whatsapp": app.whatsapp,
+        # Messenger and Instagram sign with the Meta app's secret, as WhatsApp does.
+        "messenger": CallbackEndpoint(
+            "messenger",
+            META_SIGNATURE,
+            app_secrets,
+            lambda body, _: parse_messenger(body, rooms, "messenger"),
+            limit,
+            runtime,
+        ),
+        "instagram": CallbackEndpoint(
+            "instagram",
+            META_SIGNATURE,
+            app_secrets,
+            lambda body, _: parse_messenger(body, rooms, "instagram"),
+            limit,
+            runtime,
+        ),
+        # Twilio's parser gets the public URL it called (its query carries inturn's callback data).
+        "twilio": TwilioEndpoint(
+            twilio_tokens,
+            lambda body, url: parse_twilio(body, url, rooms, now_ms()),
+            limit,
+            runtime,
+            cfg.webhook_public_base_url,
+        ),
+    }
 
     # The two POST routes below are what the OpenAPI document shows; WebhookApp answers these requests before
     # FastAPI routes them, through the same CallbackEndpoint.answer these handlers call.
@@ -185,14 +225,16 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         """Each status (sent, delivered, read, failed) becomes an ack on the room's acks partition."""
         return _answered(await app.whatsapp.answer(request.scope, request.receive, "whatsapp"))
 
+    handshake: dict[int | str, dict[str, Any]] = {
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "The challenge."},
+        403: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Wrong mode or token."},
+    }
+
     @app.get(
         "/webhooks/whatsapp",
         summary="Meta's verification handshake",
         response_class=PlainTextResponse,
-        responses={
-            200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "The challenge."},
-            403: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Wrong mode or token."},
-        },
+        responses=handshake,
     )
     async def whatsapp_verify(
         mode: str | None = Query(None, alias="hub.mode"),
@@ -206,6 +248,21 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
             return PlainTextResponse(challenge)
         metrics.REQUESTS.labels("whatsapp_verify", "forbidden").inc()
         return PlainTextResponse("verification refused", status_code=403)
+
+    for path, named in PLATFORM_PATHS.items():
+        if named == "whatsapp":
+            continue
+        _document_platform(app, path, named)
+        if named in ("messenger", "instagram"):  # Meta's handshake, as for WhatsApp
+            app.add_api_route(
+                path,
+                whatsapp_verify,
+                methods=["GET"],
+                summary=f"Meta's verification handshake ({named})",
+                response_class=PlainTextResponse,
+                responses=handshake,
+                name=f"{named}_verify",
+            )
 
     @app.post(
         "/webhooks/generic/{platform}",
@@ -223,6 +280,26 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
 
     _add_probes(app, runtime, cfg.webhook_ready_max_age_s)
     return app
+
+
+def _document_platform(app: WebhookApp, path: str, platform: str) -> None:
+    """A FastAPI route for ``path`` (what the OpenAPI document shows; ``WebhookApp`` answers before routing)."""
+    header = "X-Twilio-Signature" if platform == "twilio" else "X-Hub-Signature-256"
+
+    async def statuses(request: Request) -> Response:
+        return _answered(await app.endpoints[platform].answer(request.scope, request.receive, platform))
+
+    statuses.__doc__ = f"{platform} status callbacks: each status becomes an ack (docs/platforms.md)."
+    app.add_api_route(
+        path,
+        statuses,
+        methods=["POST"],
+        summary=f"{platform.capitalize()} status callbacks",
+        response_model=None,
+        responses=openapi.POST_RESPONSES,
+        openapi_extra={"parameters": [openapi.signature_header(header, f"{platform} secret")]},
+        name=f"{platform}_statuses",
+    )
 
 
 def _probe(answer: tuple[int, bytes]) -> Response:

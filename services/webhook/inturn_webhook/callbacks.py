@@ -26,6 +26,7 @@ from inturn.metrics import webhook as metrics
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.confirmations import KafkaNotConfirmedError
 from inturn_webhook.intake import AckIntake
+from inturn_webhook.platforms import form_params, public_url, verify_twilio
 from inturn_webhook.signature import Secret, SignatureError, verify
 from inturn_webhook.statuses import Callback
 
@@ -80,6 +81,7 @@ class CallbackEndpoint:
     ) -> None:
         self.name = name
         self._header = signature_header.lower().encode("latin-1")  # ASGI header names are lower-case bytes
+        self._prefix = b"sha256="  # the well-formed header's start, checked before the body is read
         self._secrets = [Secret(secret) for secret in secrets]
         self._parse = parse
         self._limit = limit
@@ -111,11 +113,11 @@ class CallbackEndpoint:
                     signature = value
             elif name == _CONTENT_LENGTH and declared is None:
                 declared = value
-        if signature is None or not signature.startswith(b"sha256="):  # refused before reading the body
+        if signature is None or not signature.startswith(self._prefix):  # refused before reading the body
             return self._refuse_signature(platform, "missing or malformed signature header")
         try:
             body = await read_limited(receive, declared, self._limit)
-            verify(signature.decode("latin-1"), body, self._secrets)
+            called = self._verify(scope, signature.decode("latin-1"), body)
         except SignatureError as exc:
             return self._refuse_signature(platform, str(exc))
         except BodyTooLargeError as exc:
@@ -127,7 +129,7 @@ class CallbackEndpoint:
             return Answer.json(503, {"detail": "not started"}, retry=True)
         try:
             try:
-                callback = self._parse(body, platform)
+                callback = self._parse(body, called or platform)
             except SchemaError as exc:
                 await intake.dead_letter(platform, exc.reason, body)
                 self._dead_lettered.inc()
@@ -140,7 +142,52 @@ class CallbackEndpoint:
         self._ok.inc()
         return Answer(200, orjson.dumps(outcome))  # orjson writes the dataclass's fields in order, no dict between
 
+    def _verify(self, scope: Scope, signature: str, body: bytes) -> str | None:
+        """Check the signature over the body (``SignatureError`` if wrong); what the parser gets instead of the
+        platform name, if anything (Twilio's endpoint: the public URL the platform called)."""
+        verify(signature, body, self._secrets)
+        return None
+
     def _refuse_signature(self, platform: str, reason: str) -> Answer:
         self._bad_signature.inc()
         log.warning("signature_refused", endpoint=self.name, platform=platform, reason=reason)
         return Answer.json(401, {"detail": reason})
+
+
+class TwilioEndpoint(CallbackEndpoint):
+    """Twilio's status callbacks: ``X-Twilio-Signature``, Base64 HMAC-SHA1 with the Auth Token over the public URL
+    Twilio called followed by the form's parameters sorted by name (``inturn_webhook.platforms.verify_twilio``).
+    The URL is rebuilt from the request target as received, behind a proxy from ``X-Forwarded-Proto`` /
+    ``X-Forwarded-Host``, or from ``INTURN_WEBHOOK_PUBLIC_BASE_URL`` when set (then no header is trusted). The parser
+    is called with that URL (its query carries inturn's callback data) instead of the platform name."""
+
+    def __init__(
+        self, auth_tokens: Sequence[bytes], parse: Parser, limit: int, started: Started, public_base_url: str | None
+    ) -> None:
+        super().__init__("twilio", "x-twilio-signature", [], parse, limit, started)
+        self._prefix = b""  # Base64: no prefix to check before the body
+        self._tokens = list(auth_tokens)
+        self._public_base_url = public_base_url
+
+    def _verify(self, scope: Scope, signature: str, body: bytes) -> str | None:
+        headers = {name: value.decode("latin-1") for name, value in scope["headers"] if name in _URL_HEADERS}
+        target = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
+        try:
+            url = public_url(
+                target,
+                scheme=scope.get("scheme", "http"),
+                host=headers.get(b"host"),
+                forwarded_proto=headers.get(b"x-forwarded-proto"),
+                forwarded_host=headers.get(b"x-forwarded-host"),
+                public_base_url=self._public_base_url,
+            )
+            params = form_params(body)
+        except (ValueError, SchemaError) as exc:
+            raise SignatureError(f"cannot check the signature: {exc}") from exc
+        verify_twilio(signature, url, params, self._tokens)
+        return url
+
+
+_URL_HEADERS = frozenset({b"host", b"x-forwarded-proto", b"x-forwarded-host"})
