@@ -44,3 +44,48 @@ async def test_without_a_request_the_next_round_waits_for_the_interval() -> None
     checkpoint._last_round -= 600  # the interval has passed
     due.cancel()
     await asyncio.wait_for(checkpoint.next_round(), 10)
+
+
+class _Confirmed:
+    async def confirm(self, wait_s: float) -> bool:
+        return True
+
+
+class _Written:
+    async def checkpoint(self, updates: list[object], epochs: dict[int, int]) -> set[int]:
+        return set()
+
+
+class _CountedRooms:
+    """Counts the walks over every room the gauges take."""
+
+    def __init__(self) -> None:
+        self.walks = 0
+
+    @property
+    def active(self) -> int:
+        self.walks += 1
+        return 0
+
+    def stuck(self) -> int:
+        self.walks += 1
+        return 0
+
+
+async def test_rounds_walk_every_room_for_the_gauges_at_most_once_a_second() -> None:
+    rooms = _CountedRooms()
+    part = Partition(0, lease_s=60)
+    part.epoch = 1
+    checkpoint = Checkpoint(
+        WorkerSettings(worker_cursor_flush_ms=10),
+        {0: part},
+        rooms,  # type: ignore[arg-type]  # the gauges read only active and stuck
+        _Confirmed(),  # type: ignore[arg-type]  # a round only confirms events
+        _Written(),  # type: ignore[arg-type]  # and writes cursors
+    )
+    for _ in range(20):  # rounds back to back (after ack timeouts they come at once)
+        assert await checkpoint.once() is not None
+    assert rooms.walks == 2, "the first round publishes the gauges, the next 19 within the same second do not"
+    checkpoint._gauges_at -= 1.0  # a second has passed
+    await checkpoint.once()
+    assert rooms.walks == 4

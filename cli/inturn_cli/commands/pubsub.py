@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 
 from inturn.settings import load
-from inturn.settings.bridge import BridgeSettings
+from inturn.settings.bridge import DEFAULT_TOPIC, BridgeSettings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``pubsub`` and its actions."""
-    from inturn_bridge.subscription import DEFAULT_TOPIC
-
+    """Add ``pubsub`` and its actions (importing no Pub/Sub client: every ``inturn`` process builds this parser)."""
     parser = sub.add_parser(
         "pubsub",
         help="create the Pub/Sub topic and ordered subscription the bridge reads",

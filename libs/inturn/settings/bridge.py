@@ -13,6 +13,9 @@ from pydantic import Field, model_validator
 from inturn.settings.common import KafkaSettings
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+#: The Pub/Sub topic the chat backend publishes to, unless told otherwise (``inturn pubsub setup --topic``). Here and
+#: not beside ``ensure``: the CLI names it in its help, and every ``inturn`` process (the worker too) builds that help.
+DEFAULT_TOPIC = "inturn-messages"
 
 
 class BridgeSettings(KafkaSettings):

@@ -14,9 +14,9 @@ from google.api_core import exceptions as gexc
 from google.cloud import pubsub_v1
 
 from inturn.errors import ConfigError
+from inturn.settings.bridge import DEFAULT_TOPIC
 
-#: The topic the chat backend publishes to, unless told otherwise (``inturn pubsub setup --topic``).
-DEFAULT_TOPIC = "inturn-messages"
+__all__ = ["DEFAULT_TOPIC", "PubsubSetup", "ensure"]
 
 
 @dataclass(frozen=True)

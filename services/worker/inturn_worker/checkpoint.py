@@ -31,6 +31,10 @@ from inturn_worker.room import Rooms
 
 log = structlog.get_logger("inturn.worker.checkpoint")
 
+#: The room gauges walk every room of the worker (25k rooms: milliseconds of the event loop): at most this often,
+#: not every round (every ``worker_cursor_flush_ms``, and at once after each ack timeout).
+GAUGES_EVERY_S = 1.0
+
 
 class Checkpoint:
     """Checkpoint rounds over the partitions this worker owns."""
@@ -52,6 +56,7 @@ class Checkpoint:
         self._interval = settings.worker_cursor_flush_ms / 1000
         self._pause = self._interval  # until the next round: the interval, doubled (to 5 s) while rounds fail
         self._last_round = 0.0
+        self._gauges_at = -GAUGES_EVERY_S  # monotonic time the gauges were last published
         #: Set by a partition a room of which waits for durability (``Partition.wait_durable``).
         self.wanted = asyncio.Event()
         self.postgres_ok = False
@@ -100,7 +105,9 @@ class Checkpoint:
             m.POSTGRES_UP.set(1)
             durable = {p: pending[p] for p in epochs if p not in fenced}
             allowed = {p: committable[p] for p in durable if p in committable}
-            self._publish_gauges()
+            if began - self._gauges_at >= GAUGES_EVERY_S:
+                self._gauges_at = began
+                self._publish_gauges()
             return Round(began, claimed, fenced, durable, allowed)
 
     def _failed(self, only: list[Partition] | None) -> None:
