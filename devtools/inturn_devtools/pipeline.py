@@ -25,7 +25,25 @@ ACCESS_TOKEN = "pipeline-token"  # noqa: S105 - same
 PHONE_NUMBER_ID = "100200300"
 
 
-def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, bytes]:
+#: The platforms the pipeline can run on (``inturn.platforms.ADAPTERS`` but the generic one, which the simulator
+#: does not speak).
+PLATFORMS = ("whatsapp", "messenger", "instagram", "twilio", "telegram")
+PAGE_ID = "1122334455"  # Messenger page, Instagram account
+TWILIO_ACCOUNT = "AC00000000000000000000000000000001"
+
+
+def recipient_of(platform: str, room: str, r: int) -> str:
+    """The recipient of room ``r`` on ``platform``. Messenger and Instagram echo nothing of a send, so the webhook
+    finds the room from the recipient (``INTURN_WEBHOOK_ROOM_FROM_RECIPIENT={recipient}``): the room's id is its
+    recipient there."""
+    if platform in ("messenger", "instagram"):
+        return room
+    if platform == "telegram":
+        return str(100_000 + r)
+    return f"+49170{r:07d}" if platform == "twilio" else f"49170{r:07d}"
+
+
+def message_value(prefix: str, r: int, n: int, filler: str, platform: str = "whatsapp") -> tuple[str, str, bytes]:
     """Message ``n`` of room ``r`` of a workload (room ``{prefix}-{r}``, recipient derived from ``r``): its room id,
     message id and encoded record."""
     room = f"{prefix}-{r}"
@@ -34,9 +52,9 @@ def message_value(prefix: str, r: int, n: int, filler: str) -> tuple[str, str, b
         Message(
             room_id=room,
             message_id=message_id,
-            platform="whatsapp",
-            account=PHONE_NUMBER_ID,
-            recipient=f"49170{r:07d}",
+            platform=platform,
+            account=PHONE_NUMBER_ID if platform == "whatsapp" else None,
+            recipient=recipient_of(platform, room, r),
             payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
             created_at_ms=now_ms(),
         )
@@ -56,6 +74,7 @@ class Pipeline:
         group: str = "inturn-workers",
         sim: dict[str, str] | None = None,
         worker: dict[str, str] | None = None,
+        platform: str = "whatsapp",
     ) -> None:
         self.topics = topics
         self.postgres_dsn = postgres_dsn
@@ -70,6 +89,14 @@ class Pipeline:
         self.workers: dict[str, ServiceProcess] = {}
         self.bridges: list[ServiceProcess] = []
         self.produced: dict[str, list[str]] = {}
+        if platform not in PLATFORMS:
+            raise ValueError(f"unknown platform {platform!r}: one of {', '.join(PLATFORMS)}")
+        self.platform = platform
+
+    @property
+    def webhook_url(self) -> str:
+        """Base URL of the webhook."""
+        return f"http://127.0.0.1:{self.webhook_port}"
 
     @property
     def sim_url(self) -> str:
@@ -97,6 +124,9 @@ class Pipeline:
             "INTURN_SIM_ACCESS_TOKEN": ACCESS_TOKEN,
             "INTURN_SIM_RATE_LIMIT_PER_S": "100000",
             "INTURN_SIM_RECEIPTS_PATH": str(self.workdir / "receipts.jsonl"),
+            "INTURN_SIM_MESSENGER_WEBHOOK_URL": f"{self.webhook_url}/webhooks/messenger",
+            "INTURN_SIM_INSTAGRAM_WEBHOOK_URL": f"{self.webhook_url}/webhooks/instagram",
+            "INTURN_SIM_TWILIO_AUTH_TOKEN": ACCESS_TOKEN,
             "INTURN_LOG_FORMAT": "json",
             **self.sim_env,
         }
@@ -111,6 +141,8 @@ class Pipeline:
             "INTURN_WEBHOOK_PORT": str(self.webhook_port),
             "INTURN_WEBHOOK_APP_SECRETS": APP_SECRET,
             "INTURN_WEBHOOK_VERIFY_TOKEN": "pipeline-verify",
+            "INTURN_WEBHOOK_TWILIO_AUTH_TOKENS": ACCESS_TOKEN,
+            "INTURN_WEBHOOK_ROOM_FROM_RECIPIENT": "{recipient}",  # Messenger's and Instagram's rooms: see recipient_of
         }
         self.webhook = ServiceProcess(
             "webhook", ["webhook"], env, self.workdir, f"http://127.0.0.1:{self.webhook_port}/healthz"
@@ -148,6 +180,21 @@ class Pipeline:
             "INTURN_WHATSAPP_PHONE_NUMBER_ID": PHONE_NUMBER_ID,
             "INTURN_WORKER_RATE_LIMIT_PER_S": "100000",
             "INTURN_WORKER_RATE_BURST": "100000",
+            # Every platform on the simulator, each under its own path; room and message in a header for its log.
+            "INTURN_PLATFORM_CALLBACK_HEADER": "true",
+            "INTURN_MESSENGER_BASE_URL": f"{self.sim_url}/messenger",
+            "INTURN_MESSENGER_PAGE_ACCESS_TOKEN": ACCESS_TOKEN,
+            "INTURN_MESSENGER_PAGE_ID": PAGE_ID,
+            "INTURN_INSTAGRAM_BASE_URL": f"{self.sim_url}/instagram",
+            "INTURN_INSTAGRAM_ACCESS_TOKEN": ACCESS_TOKEN,
+            "INTURN_INSTAGRAM_ACCOUNT_ID": PAGE_ID,
+            "INTURN_TWILIO_BASE_URL": f"{self.sim_url}/twilio",
+            "INTURN_TWILIO_ACCOUNT_SID": TWILIO_ACCOUNT,
+            "INTURN_TWILIO_AUTH_TOKEN": ACCESS_TOKEN,
+            "INTURN_TWILIO_FROM": "+15005550006",
+            "INTURN_TWILIO_STATUS_CALLBACK_URL": f"{self.webhook_url}/webhooks/twilio",
+            "INTURN_TELEGRAM_BASE_URL": f"{self.sim_url}/telegram",
+            "INTURN_TELEGRAM_BOT_TOKEN": ACCESS_TOKEN,
             **self.worker_env,
             **env,
         }
@@ -185,14 +232,18 @@ class Pipeline:
                 raise TimeoutError(f"workers own {owned} of {self.topics.topic_partitions} partitions after {within}s")
             time.sleep(0.2)  # polling the condition above, with a deadline
 
-    def produce(self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0) -> int:
-        """Produce ``per_room`` messages to each of ``rooms`` rooms, interleaved; returns how many."""
+    def produce(
+        self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0, platform: str | None = None
+    ) -> int:
+        """Produce ``per_room`` messages to each of ``rooms`` rooms, interleaved, on ``platform`` (default: the
+        pipeline's); returns how many."""
+        platform = platform or self.platform
         producer = make_producer(self.topics)
         filler = "x" * payload_bytes
         count = 0
         for n in range(per_room):
             for r in range(rooms):
-                room, message_id, value = message_value(prefix, r, n, filler)
+                room, message_id, value = message_value(prefix, r, n, filler, platform)
                 producer.produce(self.topics.topic_messages, key=room, value=value)
                 self.produced.setdefault(room, []).append(message_id)
                 count += 1
