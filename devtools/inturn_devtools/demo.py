@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -69,7 +70,9 @@ def _create_subscription(host: str, topic_id: str, subscription_id: str) -> None
     ensure(PROJECT, topic_id, subscription_id, ack_deadline_s=30)
 
 
-def _publish(host: str, topic_id: str, rooms: int, messages: int, run_id: str) -> dict[str, list[str]]:
+def _publish(
+    host: str, topic_id: str, rooms: int, messages: int, run_id: str, platform: str = "whatsapp"
+) -> dict[str, list[str]]:
     """Publish round-robin over the rooms (interleaved), ordering key = room; returns each room's order."""
     os.environ["PUBSUB_EMULATOR_HOST"] = host
     from google.cloud import pubsub_v1
@@ -84,7 +87,9 @@ def _publish(host: str, topic_id: str, rooms: int, messages: int, run_id: str) -
     produced: dict[str, list[str]] = {}
     futures = []
     for planned in plan_messages(rooms=rooms, messages=messages, room_prefix=f"{run_id}-room-"):
-        message = planned_to_message(planned, run_id)
+        message = planned_to_message(planned, run_id, platform)
+        if platform in ("messenger", "instagram"):  # rooms found from the recipient (see Pipeline's recipient_of)
+            message = msgspec.structs.replace(message, recipient=message.room_id)
         futures.append(publisher.publish(topic, encode(message), ordering_key=message.room_id))
         produced.setdefault(message.room_id, []).append(message.message_id)
     for future in futures:
@@ -102,6 +107,7 @@ def _run_mode(
     rooms: int,
     messages: int,
     progress: Progress,
+    platform: str = "whatsapp",
 ) -> ModeResult:
     run_id = mode.replace("-", "")
     settings = events_topics.model_copy(update={"topic_messages": f"inturn.demo.{run_id}.messages"})
@@ -113,6 +119,7 @@ def _run_mode(
         group=f"inturn-demo-{run_id}",
         sim=SIM,
         worker={**WORKER, "INTURN_WORKER_MODE": mode},
+        platform=platform,
     )
     task = progress.add_task(f"{mode:<11}", total=messages)
     try:
@@ -124,7 +131,7 @@ def _run_mode(
         _create_subscription(pubsub, f"demo-{run_id}", f"demo-{run_id}")
         line.start_bridge(pubsub, PROJECT, f"demo-{run_id}")
         started = time.monotonic()
-        line.produced = _publish(pubsub, f"demo-{run_id}", rooms, messages, run_id)
+        line.produced = _publish(pubsub, f"demo-{run_id}", rooms, messages, run_id, platform)
         deadline = started + 240
         while True:
             received = len({(r["room_id"], r["message_id"]) for r in line.receipts()})
@@ -168,9 +175,15 @@ def _report(env: dict[str, str], since_ms: int, until_ms: int, out: Path) -> dic
     return rows
 
 
-def run(rooms: int = 300, messages: int = 3000, out: Path | None = None, console: Console | None = None) -> int:
-    """The demo; returns the process exit code (0 when every mode delivered everything and ack mode
-    kept every room in order)."""
+def run(
+    rooms: int = 300,
+    messages: int = 3000,
+    out: Path | None = None,
+    console: Console | None = None,
+    platform: str = "whatsapp",
+) -> int:
+    """The demo on ``platform`` (the simulator speaks each of ``pipeline.PLATFORMS``); returns the process exit
+    code (0 when every mode delivered everything and ack mode kept every room in order)."""
     console = console or Console()
     out = out or Path("var/demo")
     out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +205,7 @@ def run(rooms: int = 300, messages: int = 3000, out: Path | None = None, console
         console.print(f"  stack up in {time.monotonic() - t0:.0f}s; logs in {workdir}")
         console.print(
             f"  {messages} messages over {rooms} rooms per mode, published to Pub/Sub (ordering key = "
-            "room), platform: 150 ms median latency, 12% of callbacks lost"
+            f"room), platform {platform}: 150 ms median latency, 12% of callbacks lost"
         )
         since = now_ms()
         columns: list[TextColumn | BarColumn | MofNCompleteColumn | TimeElapsedColumn] = [
@@ -204,7 +217,7 @@ def run(rooms: int = 300, messages: int = 3000, out: Path | None = None, console
         with Progress(*columns, console=console) as progress:
             for mode in MODES:
                 results.append(
-                    _run_mode(mode, stack_env, shared, state.postgres_dsn, workdir, rooms, messages, progress)
+                    _run_mode(mode, stack_env, shared, state.postgres_dsn, workdir, rooms, messages, progress, platform)
                 )
         until = now_ms() + 1
         console.print("running the Spark report ...")

@@ -19,10 +19,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--rooms", type=int, default=300, help="rooms per mode (default 300)")
     parser.add_argument("--messages", type=int, default=3000, help="messages per mode (default 3000)")
     parser.add_argument("--out", type=Path, default=Path("var/demo"), help="where the report goes (var/demo)")
+    parser.add_argument(
+        "--platform",
+        choices=("whatsapp", "messenger", "instagram", "twilio", "telegram"),
+        default="whatsapp",
+        help="the platform the simulator plays and every message names (default whatsapp); Messenger acks by "
+        "delivery watermark, Instagram and Telegram by the send's answer, WhatsApp and Twilio per message",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from inturn_devtools.demo import run
 
-    return run(rooms=args.rooms, messages=args.messages, out=args.out)
+    return run(rooms=args.rooms, messages=args.messages, out=args.out, platform=args.platform)
