@@ -107,9 +107,7 @@ def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
         .groupBy("platform_message_id")
         .agg(*_ack_aggregates())
     )
-    # Hashed, not sorted: the combined acks (one row per id, the smaller side) are the build side of each
-    # partition's hash table, and the events stream past it; a sort-merge join would sort both sides by id.
-    unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
+    unnamed = by_pmid.join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
     return named.unionByName(unnamed)
 
 
@@ -177,9 +175,7 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     """
     dispatched = F.col("_dispatched_events")
     facts = (
-        # One shuffle, by room: the per-message aggregation and the room-order window below both run on it
-        # (hash partitioning by room clusters every (room, message, platform) key too).
-        _per_message(_rows(events, acks).repartition("room_id"))
+        _per_message(_rows(events, acks))
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
         .withColumn("mode", F.get(_modes(), F.col("_mode") - 1))
