@@ -9,7 +9,7 @@ import itertools
 import pytest
 import uvloop
 
-from inturn.platforms.transport import HttpTransport
+from inturn.platforms.transport import HttpTransport, RequestWithdrawn
 from tests.platforms.wire import Conn, Request, chunked, respond, serve, stop, until
 
 OK = respond(200, b'{"messages":[{"id":"wamid.1"}]}')
@@ -102,6 +102,33 @@ async def test_a_cancelled_request_in_line_gives_its_place_to_the_next() -> None
         await transport.close()
         await stop(platform)
     assert [r.body for r in platform.requests] == [b"first", b"last"]
+
+
+async def test_a_request_whose_gate_closed_while_in_line_is_withdrawn_unwritten() -> None:
+    release = asyncio.Event()
+
+    async def held(request: Request, conn: Conn) -> bool:
+        if request.body == b"first":
+            await release.wait()
+        await conn.write(OK)
+        return True
+
+    platform = await serve(held)
+    transport = HttpTransport(limit=1, timeout_s=5)
+    owned = {"withdrawn": True, "kept": True}
+    try:
+        first = transport.request(platform.url, {}, b"first")
+        withdrawn = transport.request(platform.url, {}, b"withdrawn", gate=lambda: owned["withdrawn"])
+        kept = transport.request(platform.url, {}, b"kept", gate=lambda: owned["kept"])
+        owned["withdrawn"] = False  # e.g. its worker's partition was revoked while it waited
+        release.set()
+        await asyncio.gather(first, kept)
+        with pytest.raises(RequestWithdrawn):
+            await withdrawn
+    finally:
+        await transport.close()
+        await stop(platform)
+    assert [r.body for r in platform.requests] == [b"first", b"kept"]
 
 
 async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:

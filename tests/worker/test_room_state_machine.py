@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -49,7 +50,7 @@ class Platform(PlatformAdapter):
     def parse_accepted(self, body: bytes) -> SendResult:
         raise NotImplementedError
 
-    async def send(self, prepared: PreparedSend) -> SendResult:
+    async def send(self, prepared: PreparedSend, gate: Callable[[], bool] | None = None) -> SendResult:
         future: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         self.pending = (prepared.body.decode(), future)
         self.concurrent += 1

@@ -12,6 +12,7 @@ from inturn.platforms.generic import GenericAdapter
 from inturn.platforms.instagram import InstagramAdapter
 from inturn.platforms.messenger import MessengerAdapter
 from inturn.platforms.telegram import TelegramAdapter
+from inturn.platforms.transport import RequestWithdrawn
 from inturn.platforms.twilio import TwilioAdapter
 from inturn.platforms.whatsapp import WhatsAppAdapter
 
@@ -32,6 +33,7 @@ __all__ = [
     "MessengerAdapter",
     "PlatformAdapter",
     "PreparedSend",
+    "RequestWithdrawn",
     "SendResult",
     "TelegramAdapter",
     "TwilioAdapter",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar
@@ -107,14 +108,15 @@ class PlatformAdapter(ABC):
             return headers
         return {**headers, CALLBACK_HEADER: encode_callback_data(message.room_id, message.message_id, partition)}
 
-    async def send(self, prepared: PreparedSend) -> SendResult:
-        """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure.
+    async def send(self, prepared: PreparedSend, gate: Callable[[], bool] | None = None) -> SendResult:
+        """POST the prepared message; ``TransientPlatformError`` or ``PermanentPlatformError`` on failure, and
+        ``RequestWithdrawn`` when ``gate`` closed while it waited in line for a connection (never written).
 
         ``sent_at_ms`` of the result is when the request was written, after any wait for a pooled connection.
         A coroutine over ``HttpTransport.request``, which returns a future: a caller that wants no Task per send
         can attach a callback to that future and map its outcome with ``result_of``."""
         try:
-            response = await self.transport.request(prepared.url, prepared.headers, prepared.body)
+            response = await self.transport.request(prepared.url, prepared.headers, prepared.body, gate)
         except TimeoutError as exc:
             raise TransientPlatformError(f"send timed out: {exc}", status=None) from exc
         except ConnectionError as exc:

@@ -32,6 +32,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -54,20 +55,41 @@ class Response:
     sent_at_ms: int
 
 
+class RequestWithdrawn(Exception):
+    """A request in line whose gate closed before its turn: it was never written."""
+
+
 class _Request:
     """A request and its answer's future: references to what the caller holds, nothing rendered yet (thousands
     wait in line at once)."""
 
-    __slots__ = ("body", "future", "headers", "origin", "url")
+    __slots__ = ("body", "future", "gate", "headers", "origin", "url")
 
     def __init__(
-        self, origin: Origin, url: str, headers: dict[str, str], body: bytes, future: asyncio.Future[Response]
+        self,
+        origin: Origin,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        future: asyncio.Future[Response],
+        gate: Callable[[], bool] | None,
     ) -> None:
         self.origin = origin
         self.url = url
         self.headers = headers
         self.body = body
         self.future = future
+        self.gate = gate
+
+    def withdrawn(self) -> bool:
+        """Whether the request is no longer wanted, so never to be written: its caller cancelled it, or its gate
+        closed (it then fails with ``RequestWithdrawn``)."""
+        if self.future.done():
+            return True
+        if self.gate is not None and not self.gate():
+            self.future.set_exception(RequestWithdrawn("withdrawn in line: its gate closed before its turn"))
+            return True
+        return False
 
 
 class HttpTransport:
@@ -102,17 +124,21 @@ class HttpTransport:
         """Requests in line for a connection (cancelled ones included until their turn comes)."""
         return len(self._line)
 
-    def request(self, url: str, headers: dict[str, str], body: bytes) -> asyncio.Future[Response]:
+    def request(
+        self, url: str, headers: dict[str, str], body: bytes, gate: Callable[[], bool] | None = None
+    ) -> asyncio.Future[Response]:
         """POST ``body`` to ``url``: a future of the answer (any status), or of ``ConnectionError`` /
         ``TimeoutError``. Cancelling the future abandons the request (a written one still reads its answer,
-        so the connection stays usable)."""
+        so the connection stays usable). ``gate``: asked when the request's turn in line comes; false, and it is
+        not written but fails with ``RequestWithdrawn`` (a worker's partition taken away while its send waited
+        for a connection: written seconds later, it could be sent again by the partition's next owner)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Response] = loop.create_future()
         if self._closed:
             answer.set_exception(ConnectionError("the transport is closed"))
             return answer
         origin = self._target(url)[0]
-        request = _Request(origin, url, headers, body, answer)
+        request = _Request(origin, url, headers, body, answer, gate)
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
@@ -200,7 +226,7 @@ class HttpTransport:
         line = self._line
         while line:
             request = line.popleft()
-            if request.future.done():
+            if request.withdrawn():
                 continue
             if request.origin == connection.origin:
                 connection.send(request)
@@ -226,7 +252,7 @@ class HttpTransport:
         line = self._line
         while line and self._open < self.limit:
             request = line.popleft()
-            if not request.future.done():
+            if not request.withdrawn():
                 self._connect(request)
 
     async def close(self) -> None:

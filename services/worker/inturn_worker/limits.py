@@ -14,11 +14,11 @@ from collections import deque
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
-from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
+from inturn.platforms import PlatformAdapter, PreparedSend, RequestWithdrawn, SendResult
 from inturn.schemas import EventType, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
-from inturn_worker.partition import Entry
+from inturn_worker.partition import Entry, PartitionGone
 
 
 class TokenBucket:
@@ -180,7 +180,9 @@ class Sends:
             sent_at_ms = now_ms()
             t0 = time.perf_counter()
             try:
-                result = await adapter.send(prepared)
+                result = await adapter.send(prepared, entry.part.owned)
+            except RequestWithdrawn as exc:  # the partition went while the send waited for a connection
+                raise PartitionGone(entry.part.partition) from exc
             except TransientPlatformError as exc:
                 breaker.record(False)
                 send_latency.observe(time.perf_counter() - t0)

@@ -259,6 +259,10 @@ class Partition:
         """Revoked, lost or fenced: nothing more may be sent for it."""
         return self.revoked or self.fenced
 
+    def owned(self) -> bool:
+        """Not gone: a send waiting for a connection may still be written (the transport's gate)."""
+        return not (self.revoked or self.fenced)
+
     # --- a message's outcome (room loops, intake) ------------------------------------------------------
 
     def finished(self, room_id: str, offset: int, message_id: str, outcome: str, sent: bool = True) -> None:
