@@ -89,7 +89,7 @@ class Worker:
         rooms = Rooms(settings, adapters, events, router, store, parts)
         acks = AckReader(settings, router, events)
         checkpoint = Checkpoint(settings, parts, rooms, events, store)
-        intake = Intake(settings, parts, rooms, events, store, acks, checkpoint)
+        intake = Intake(settings, parts, rooms, events, store, acks, checkpoint, layout.messages)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
             settings.worker_http_host, settings.worker_http_port, self._ready, functools.partial(describe, parts)

@@ -48,6 +48,7 @@ class Intake:
         store: Store,
         acks: AckReader,
         checkpoint: Checkpoint,
+        partition_count: int | None = None,
     ) -> None:
         self._settings = settings
         self._parts = parts
@@ -68,7 +69,10 @@ class Intake:
         self._pauses: tuple[list[TopicPartition], list[TopicPartition]] = ([], [])  # (pause, resume)
         self._checkpoint = checkpoint
         self._last_commit = 0.0
-        self._partition_count: int | None = None  # of the messages topic, read at each assignment
+        #: Partitions of the messages topic (as found at start-up; a change of the count needs a restart anyway,
+        #: docs/operations.md). Not asked for in a rebalance callback: a blocking client call there can abort the
+        #: process (confluent-kafka's "CallState_get: Assertion `cs != NULL' failed", seen in the rebalance storm).
+        self._partition_count = partition_count
         extra: dict[str, Any] = {
             "session.timeout.ms": settings.worker_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
@@ -308,10 +312,6 @@ class Intake:
         # Partition starts unpaused: resume, or a partition paused by backpressure when it was revoked would come
         # back paused for good (seen in the rebalance storm: a worker holding a partition it never read again).
         consumer.resume(partitions)
-        try:
-            self._partition_count = len(consumer.list_topics(self._topic, timeout=10).topics[self._topic].partitions)
-        except Exception as exc:  # noqa: BLE001 - only the misrouting check needs it; it waits for the next assignment
-            log.warning("partition_count_unknown", error=str(exc))
         self._in_loop(self._assigned(numbers), timeout=60)
 
     async def _assigned(self, numbers: list[int]) -> None:
