@@ -131,6 +131,22 @@ async def test_a_request_whose_gate_closed_while_in_line_is_withdrawn_unwritten(
     assert [r.body for r in platform.requests] == [b"first", b"kept"]
 
 
+async def test_a_request_whose_gate_closed_while_its_connection_opened_is_withdrawn_unwritten() -> None:
+    platform = await serve(_ok)
+    transport = HttpTransport(limit=2, timeout_s=5)
+    owned = True
+    try:
+        withdrawn = transport.request(platform.url, {}, b"withdrawn", gate=lambda: owned)
+        owned = False  # before the new connection is open: nothing has been written yet
+        with pytest.raises(RequestWithdrawn):
+            await withdrawn
+        assert (await transport.request(platform.url, {}, b"next")).status == 200
+    finally:
+        await transport.close()
+        await stop(platform)
+    assert [r.body for r in platform.requests] == [b"next"]
+
+
 async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
     async def close_after(_request: Request, conn: Conn) -> bool:
         await conn.write(OK)  # keep-alive by default, then the server drops it as idle

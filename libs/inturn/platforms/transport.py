@@ -129,9 +129,10 @@ class HttpTransport:
     ) -> asyncio.Future[Response]:
         """POST ``body`` to ``url``: a future of the answer (any status), or of ``ConnectionError`` /
         ``TimeoutError``. Cancelling the future abandons the request (a written one still reads its answer,
-        so the connection stays usable). ``gate``: asked when the request's turn in line comes; false, and it is
-        not written but fails with ``RequestWithdrawn`` (a worker's partition taken away while its send waited
-        for a connection: written seconds later, it could be sent again by the partition's next owner)."""
+        so the connection stays usable). ``gate``: asked when a request that waited (in line, or for a new
+        connection to open) is about to be written; false, and it is not written but fails with
+        ``RequestWithdrawn`` (a worker's partition taken away while its send waited for a connection: written
+        seconds later, it could be sent again by the partition's next owner)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Response] = loop.create_future()
         if self._closed:
@@ -216,7 +217,7 @@ class HttpTransport:
         # uvloop may resume this task before it calls connection_made: the connection is usable from here on.
         connection.connection_made(transport)
         self._live.add(connection)
-        if request.future.done() or self._closed:  # abandoned while connecting: the connection serves the line
+        if self._closed or request.withdrawn():  # abandoned while connecting: the connection serves the line
             self.release(connection)
         else:
             connection.send(request)
