@@ -147,11 +147,12 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
         "timeout plus a send, so that each one does (acked or timed out) and none is sent again.",
     )
     worker_dedup_window: int = Field(
-        16,
+        4,
         ge=0,
         le=1024,
         description="Message ids remembered per room (with its cursor): a second copy of one of the room's last N "
-        "sent messages is recorded as a duplicate and not sent. 0 turns this off (only offsets are compared).",
+        "sent messages is recorded as a duplicate and not sent. 0 turns this off (only offsets are compared). Each id "
+        "costs 8 bytes per room, in memory and in every cursor write.",
     )
     worker_cursor_flush_ms: int = Field(200, ge=10, description="How often room cursors are written (batched).")
     worker_ack_lookback_ms: int = Field(

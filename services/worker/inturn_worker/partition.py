@@ -230,7 +230,7 @@ class Partition:
         partition: int,
         lease_s: float,
         durability_wanted: asyncio.Event | None = None,
-        dedup_window: int = 16,
+        dedup_window: int = 4,
     ) -> None:
         self.partition = partition
         self.rooms: dict[str, Room] = {}  # rooms with buffered messages or a running loop
