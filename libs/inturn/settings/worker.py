@@ -6,7 +6,7 @@ import os
 import socket
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, PositiveFloat, SecretStr
 
 from inturn.schemas import OrderingMode
 from inturn.settings.common import KafkaSettings, PostgresSettings
@@ -119,6 +119,11 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     )
     worker_rate_limit_per_s: float = Field(80.0, gt=0, description="Sends per second per platform account.")
     worker_rate_burst: int = Field(80, ge=1, description="Token bucket size per platform account.")
+    worker_rate_limits_per_s: dict[str, PositiveFloat] = Field(
+        default_factory=dict,
+        description='Per-platform sends per second per account as JSON, e.g. {"twilio": 1, "telegram": 30}; '
+        "the bucket then holds one second of sends. Other platforms use worker_rate_limit_per_s.",
+    )
     worker_breaker_failure_ratio: float = Field(0.5, gt=0, le=1, description="Failure share that opens the breaker.")
     worker_breaker_min_calls: int = Field(20, ge=1, description="Calls in the window before the ratio counts.")
     worker_breaker_window_s: float = Field(30.0, gt=0, description="Sliding window of the failure ratio.")
@@ -160,6 +165,13 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     )
     worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104
     worker_http_port: int = Field(8081, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz.")
+
+    def rate_limit(self, platform: str) -> tuple[float, int]:
+        """Sends per second per account of ``platform``, and its token bucket's size."""
+        rate = self.worker_rate_limits_per_s.get(platform)
+        if rate is None:
+            return self.worker_rate_limit_per_s, self.worker_rate_burst
+        return rate, max(1, round(rate))
 
     def ack_timeout_ms(self, platform: str) -> int:
         """The configured (non-adaptive) ack timeout for ``platform``."""

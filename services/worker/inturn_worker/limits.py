@@ -153,7 +153,7 @@ class Sends:
         key = (platform, prepared.account)
         bucket = self._buckets.get(key)
         if bucket is None:
-            bucket = self._buckets[key] = TokenBucket(settings.worker_rate_limit_per_s, settings.worker_rate_burst)
+            bucket = self._buckets[key] = TokenBucket(*settings.rate_limit(platform))
         breaker = self._breakers.get(key)
         if breaker is None:
             breaker = self._breakers[key] = CircuitBreaker(
