@@ -4,15 +4,13 @@ send's answer is the ack for a synchronous platform (Telegram, Instagram), so th
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 from inturn.platforms import AckKind, SendResult
 from inturn.schemas import Ack, AckStatus, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
+from tests.worker.test_prepare_ahead import _until
 from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
 
 
@@ -58,14 +56,6 @@ def _enqueue(rooms: Rooms, part: Partition, platform: str, count: int) -> None:
         )
         part.offsets.consumed(n)
         rooms.enqueue(Entry.of(part, n, encode(message), message, now_ms()))
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(10_000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the room loop never got there")
 
 
 async def _answer(platform: Platform, body: str, result: SendResult) -> None:

@@ -51,7 +51,7 @@ from inturn.errors import SchemaError
 from inturn.platforms.twilio import CALLBACK_PARAM, twilio_signature
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError
-from inturn_webhook.statuses import PLATFORM_MESSAGE_ID_MAX, Callback, Rejected, Status
+from inturn_webhook.statuses import PLATFORM_MESSAGE_ID_MAX, Callback, Rejected, Status, load_object
 
 WATERMARK_ID_PREFIX = "watermark."
 
@@ -83,16 +83,6 @@ TWILIO_STATUSES: dict[str, str | None] = {
 
 class _Unreadable(Exception):
     """One event among others cannot be read; ``args[0]`` says why."""
-
-
-def _load(body: bytes) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise SchemaError(f"invalid JSON: {exc}", raw=body) from exc
-    if not isinstance(doc, dict):
-        raise SchemaError("body is not a JSON object", raw=body)
-    return doc
 
 
 def _id_of(event: dict[str, Any], key: str) -> str:
@@ -156,7 +146,7 @@ def parse_messenger(body: bytes, rooms: RoomResolver, platform: Literal["messeng
     """The statuses of a Messenger (object ``page``) or Instagram (object ``instagram``) webhook body: deliveries,
     reads and seen events; other events (incoming messages, echoes, postbacks, ...) are counted in ``ignored``.
     ``SchemaError`` when the body is not such a notification for ``platform``."""
-    doc = _load(body)
+    doc = load_object(body)
     expected = "page" if platform == "messenger" else "instagram"
     if doc.get("object") != expected:
         raise SchemaError(f"object: expected {expected!r}, got {str(doc.get('object'))[:40]!r}", raw=body)

@@ -88,7 +88,8 @@ def timestamp_ms(value: Any) -> int | None:
     return None
 
 
-def _load_object(body: bytes) -> dict[str, Any]:
+def load_object(body: bytes) -> dict[str, Any]:
+    """A callback body's JSON object; ``SchemaError`` (the body is dead-lettered whole) if it is not one."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -142,7 +143,7 @@ def _meta_status(raw: Any, account: str | None, rooms: RoomResolver) -> Status:
 
 def parse_meta(body: bytes, rooms: RoomResolver) -> Callback:
     """The statuses of a Meta (WhatsApp Cloud API) webhook body; ``SchemaError`` if it is not one."""
-    doc = _load_object(body)
+    doc = load_object(body)
     callback = Callback()
     for i, entry in enumerate(_list_at(doc, "entry", "", body)):
         if not isinstance(entry, dict):
@@ -204,7 +205,7 @@ def parse_generic(body: bytes, platform: str) -> Callback:
     """The acks of a generic JSON callback ``{"acks": [...]}`` from ``platform``; ``SchemaError`` if not one."""
     if not PLATFORM_NAME.match(platform):
         raise SchemaError(f"invalid platform name {platform[:80]!r}", raw=body)
-    doc = _load_object(body)
+    doc = load_object(body)
     callback = Callback()
     for raw in _list_at(doc, "acks", "", body):
         try:
