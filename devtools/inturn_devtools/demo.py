@@ -32,6 +32,7 @@ from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.receipts import Report
 from inturn_devtools.stack import LocalStack
+from inturn_devtools.waiting import wait_until
 
 MODES = ("none", "fixed-delay", "ack")
 PROJECT = "inturn-demo"
@@ -132,15 +133,15 @@ def _run_mode(
         line.start_bridge(pubsub, PROJECT, f"demo-{run_id}")
         started = time.monotonic()
         line.produced = _publish(pubsub, f"demo-{run_id}", rooms, messages, run_id, platform)
-        deadline = started + 240
-        while True:
+        received = 0
+
+        def delivered() -> bool:
+            nonlocal received
             received = len({(r["room_id"], r["message_id"]) for r in line.receipts()})
             progress.update(task, completed=received)
-            if received >= messages and committed_total(settings, line.group) >= messages:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{mode}: {received}/{messages} delivered after 240 s")
-            time.sleep(0.5)
+            return received >= messages and committed_total(settings, line.group) >= messages
+
+        wait_until(delivered, 240, lambda: f"{mode}: {messages} delivered (have {received})", every=0.5)
         return ModeResult(mode, messages, time.monotonic() - started, line.report())
     finally:
         line.stop()

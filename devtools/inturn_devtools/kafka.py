@@ -19,7 +19,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from inturn.cache import cache_dir
-from inturn_devtools.process import free_port, port_open, stop_group, wait_until
+from inturn_devtools.process import free_port, port_open, stop_group
+from inturn_devtools.waiting import wait_until
 
 _HERE = Path(__file__).parent / "kafka"
 _POM = _HERE / "pom.xml"
@@ -135,7 +136,9 @@ class LocalKafka:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_until(self._ready, timeout, f"Kafka broker on {self.bootstrap}", self._proc, self.log_file)
+        wait_until(
+            self._ready, timeout, f"Kafka broker on {self.bootstrap}", every=0.1, proc=self._proc, log=self.log_file
+        )
         return self
 
     def _ready(self) -> bool:

@@ -8,7 +8,6 @@ killed, frozen or restarted like in production, and the simulator's receipt log 
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from inturn.settings import KafkaSettings
 from inturn_devtools.process import free_port
 from inturn_devtools.receipts import Report, check, load_receipts
 from inturn_devtools.services import ServiceProcess
+from inturn_devtools.waiting import wait_until
 
 APP_SECRET = "pipeline-app-secret"  # noqa: S105 - a throwaway secret between two local processes
 ACCESS_TOKEN = "pipeline-token"  # noqa: S105 - same
@@ -220,17 +220,21 @@ class Pipeline:
     def wait_balanced(self, within: float = 60.0) -> None:
         """Wait until every worker owns some of the messages partitions and together they own all: the group
         has settled, so a fault injected next does not also land on the workers' first rebalance."""
-        deadline = time.monotonic() + within
-        while True:
-            owned = [self.worker_gauge(name, "inturn_worker_assigned_partitions") for name in self.workers]
-            if (
+        owned: list[float | None] = []
+
+        def settled() -> bool:
+            owned[:] = [self.worker_gauge(name, "inturn_worker_assigned_partitions") for name in self.workers]
+            return (
                 all(n is not None and n > 0 for n in owned)
                 and sum(n or 0 for n in owned) == self.topics.topic_partitions
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"workers own {owned} of {self.topics.topic_partitions} partitions after {within}s")
-            time.sleep(0.2)  # polling the condition above, with a deadline
+            )
+
+        wait_until(
+            settled,
+            within,
+            lambda: f"workers owning all {self.topics.topic_partitions} partitions (own {owned})",
+            every=0.2,
+        )
 
     def produce(
         self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0, platform: str | None = None

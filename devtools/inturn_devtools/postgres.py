@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from inturn_devtools.process import free_port, port_open, wait_until
+from inturn_devtools.process import free_port, port_open
+from inturn_devtools.waiting import wait_until
 
 DB_NAME = "inturn"
 DB_USER = "inturn"
@@ -93,7 +94,9 @@ class LocalPostgres:
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        wait_until(lambda: port_open(self.port), timeout, f"PostgreSQL on port {self.port}", log=self.log_file)
+        wait_until(
+            lambda: port_open(self.port), timeout, f"PostgreSQL on port {self.port}", every=0.1, log=self.log_file
+        )
         if first:
             subprocess.run(
                 self._cmd(

@@ -10,7 +10,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from inturn_devtools.process import free_port, stop_group, wait_until
+from inturn_devtools.process import free_port, stop_group
+from inturn_devtools.waiting import wait_until
 
 
 class LocalPubSub:
@@ -49,7 +50,9 @@ class LocalPubSub:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        wait_until(self._ready, timeout, f"Pub/Sub emulator on {self.host}", self._proc, self.log_file)
+        wait_until(
+            self._ready, timeout, f"Pub/Sub emulator on {self.host}", every=0.1, proc=self._proc, log=self.log_file
+        )
         return self
 
     def _ready(self) -> bool:

@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from inturn_devtools.process import tail
+from inturn_devtools.waiting import wait_until
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -61,18 +60,13 @@ class ServiceProcess:
 
     def wait_healthy(self, wait_s: float) -> None:
         """Poll the health URL until it answers 200; raise with the log's tail otherwise."""
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self._proc.returncode}{tail(self.log_file)}")
-            try:
-                with urllib.request.urlopen(self.health_url or "", timeout=1) as resp:  # noqa: S310 - loopback
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"{self.name} not healthy after {wait_s}s{tail(self.log_file)}")
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(self.health_url or "", timeout=1) as resp:  # noqa: S310 - loopback
+                return bool(resp.status == 200)
+
+        what = f"{self.name} healthy at {self.health_url}"
+        wait_until(healthy, wait_s, what, every=0.1, ignore=(OSError,), proc=self._proc, log=self.log_file)
 
     def signal(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the process."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from inturn_devtools.kafka import LocalKafka
 from inturn_devtools.postgres import LocalPostgres
 from inturn_devtools.pubsub import LocalPubSub
+from inturn_devtools.waiting import wait_until
 
 
 @dataclass
@@ -104,14 +104,18 @@ def _stop_group(pid: int, timeout: float) -> None:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.1)
+            return True
+        return False
+
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
+        wait_until(gone, timeout, f"process group {pid} to exit on SIGTERM", every=0.1)
+    except TimeoutError:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return

@@ -2,110 +2,29 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
 from google.cloud import pubsub_v1
 
-from inturn.kafka import make_consumer
+from inturn import topics
+from inturn.kafka import make_admin
 from inturn.schemas import Message, decode, encode
 from inturn.sdk import plan_messages, planned_to_message
 from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.subscription import ensure
+from inturn_devtools.reading import Record
 
 PROJECT = "inturn-test"
-
-
-def _headers(raw: Any) -> dict[str, bytes]:
-    """A record's headers as a dict (librdkafka gives a list of (name, value) pairs, or None)."""
-    return {str(name): value.encode() if isinstance(value, str) else bytes(value or b"") for name, value in raw or []}
-
-
-@dataclass
-class Record:
-    """One record read back from Kafka."""
-
-    key: str | None
-    partition: int
-    offset: int
-    value: bytes
-    headers: dict[str, bytes]
-
-
-class TopicReader:
-    """Reads every partition of one topic from the beginning, accumulating records."""
-
-    def __init__(self, settings: KafkaSettings, topic: str) -> None:
-        self.records: list[Record] = []
-        self._consumer = make_consumer(settings, f"reader-{topic}")
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(settings.topic_partitions)])
-
-    def poll(self, seconds: float = 0.2) -> list[Record]:
-        """Read what is there now (up to ``seconds``); returns the new records."""
-        new = []
-        for msg in self._consumer.consume(1000, seconds):
-            if msg.error() is not None:
-                continue  # partition EOF and the like; the reader only collects records
-            key = msg.key()
-            new.append(
-                Record(
-                    key.decode() if key is not None else None,
-                    msg.partition() or 0,
-                    msg.offset() or 0,
-                    msg.value() or b"",
-                    _headers(msg.headers()),
-                )
-            )
-        self.records.extend(new)
-        return new
-
-    def until(self, condition: Callable[[list[Record]], bool], timeout: float, what: str) -> list[Record]:
-        """Read until ``condition(records)`` holds; fail the test after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while not condition(self.records):
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out after {timeout}s waiting for {what}; have {len(self.records)} records")
-            self.poll()
-        return self.records
-
-    def close(self) -> None:
-        """Close the consumer."""
-        self._consumer.close()
-
-
-def wait_writable(settings: KafkaSettings, topics: list[str], timeout: float = 30.0) -> None:
-    """Wait until the broker serves offsets for every partition of ``topics``.
-
-    A topic's metadata shows leaders before the broker has created the partitions' logs; once,
-    a record produced in that gap went missing although its delivery was reported (see the report
-    of issue 6). Offsets are served only once the log exists.
-    """
-    consumer = make_consumer(settings, "writable-probe")
-    deadline = time.monotonic() + timeout
-    try:
-        for topic in topics:
-            for partition in range(settings.topic_partitions):
-                while True:
-                    try:
-                        consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=2)
-                        break
-                    except KafkaException:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.05)  # polling the condition above, with a deadline
-    finally:
-        consumer.close()
 
 
 @pytest.fixture
 def ready_topics(inturn_topics: KafkaSettings) -> KafkaSettings:
     """``inturn_topics``, once the broker serves every partition of messages and dead letters."""
-    wait_writable(inturn_topics, [inturn_topics.topic_messages, inturn_topics.topic_dlq])
+    topics.wait_visible(make_admin(inturn_topics), [inturn_topics.topic_messages, inturn_topics.topic_dlq])
     return inturn_topics
 
 

@@ -16,7 +16,8 @@ from inturn.schemas import Message, decode, encode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
 from inturn_devtools import LocalKafka
-from tests.bridge.conftest import Ordered, TopicReader, bridge_settings, per_room_seqs, wait_writable, workload
+from inturn_devtools.reading import TopicReader
+from tests.bridge.conftest import Ordered, bridge_settings, per_room_seqs, workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
 
@@ -40,7 +41,6 @@ def own_topics(broker: LocalKafka, test_id: str) -> KafkaSettings:
         **topics.prefixed(f"t{test_id}"),
     )
     topics.create(make_admin(settings), settings)
-    wait_writable(settings, [settings.topic_messages, settings.topic_dlq])
     return settings
 
 

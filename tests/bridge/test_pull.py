@@ -9,7 +9,8 @@ from inturn.kafka import partition_for
 from inturn.schemas import DeadLetter, Message, decode, encode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
-from tests.bridge.conftest import Ordered, TopicReader, bridge_settings, per_room_seqs, workload
+from inturn_devtools.reading import TopicReader
+from tests.bridge.conftest import Ordered, bridge_settings, per_room_seqs, workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
 

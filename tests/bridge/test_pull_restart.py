@@ -34,8 +34,10 @@ from inturn.metrics import bridge as metrics
 from inturn.schemas import Message, decode
 from inturn.settings import KafkaSettings
 from inturn_bridge.service import BridgeService
-from inturn_devtools.process import free_port, tail
-from tests.bridge.conftest import PROJECT, Ordered, Record, TopicReader, bridge_settings, per_room_seqs, workload
+from inturn_devtools.process import free_port
+from inturn_devtools.reading import Record, TopicReader
+from inturn_devtools.waiting import tail, wait_until
+from tests.bridge.conftest import PROJECT, Ordered, bridge_settings, per_room_seqs, workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.pubsub]
 
@@ -85,12 +87,11 @@ class BridgeProcess:
             self.proc = subprocess.Popen(
                 [str(inturn), "bridge", "--port", str(self.port), *args], env=env, stdout=out, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + 60
-        while not self._ready():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                pytest.fail(f"the bridge did not become ready{tail(log)}")
-            time.sleep(0.1)  # polling /readyz with a deadline
+        try:
+            wait_until(self._ready, 60, "the bridge ready", every=0.1, proc=self.proc, log=log)
+        except (TimeoutError, RuntimeError):
+            self.proc.kill()
+            raise
 
     def _ready(self) -> bool:
         try:
@@ -124,17 +125,6 @@ def bridge_env(ready_topics: KafkaSettings, ordered: Ordered, pubsub_host: str) 
     }
 
 
-def settle(reader: TopicReader, quiet: float, timeout: float, done: int) -> None:
-    """Read until ``done`` records arrived or nothing new came for ``quiet`` seconds (longer than the ack deadline)."""
-    deadline = time.monotonic() + timeout
-    last_new = time.monotonic()
-    while len(reader.records) < done and time.monotonic() - last_new < quiet:
-        if time.monotonic() > deadline:
-            pytest.fail(f"records kept coming for {timeout}s")
-        if reader.poll(0.5):
-            last_new = time.monotonic()
-
-
 def assert_gap_free_prefixes(records: list[Record], rooms: set[str], per_room: int) -> dict[str, int]:
     """Each room's messages in Kafka (first occurrences) are 1..k in order; returns k per room."""
     seqs = per_room_seqs(records)
@@ -162,7 +152,7 @@ def test_kill_9_mid_stream_then_restart_keeps_every_room_gap_free_and_in_order_a
         at_kill = len(reader.records)
         second = BridgeProcess(bridge_env, log)
         publisher.join(60)
-        settle(reader, quiet=12, timeout=90, done=len(messages))
+        reader.settle(quiet=12, within=90, done=len(messages))
         assert second.stop(signal.SIGTERM) == 0, tail(log)  # graceful: drains, then exits 0
         reader.poll(0.5)
     finally:

@@ -22,7 +22,8 @@ from inturn.schemas import DeadLetter, Message, decode, encode
 from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.service import BridgeService
-from tests.bridge.conftest import TopicReader, workload
+from inturn_devtools.reading import TopicReader
+from tests.bridge.conftest import workload
 
 pytestmark = pytest.mark.kafka
 

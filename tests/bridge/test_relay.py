@@ -13,7 +13,8 @@ from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.convert import PubsubRecord
 from inturn_bridge.relay import NotWritten, Outcome, Relay, Settled
 from inturn_devtools.process import free_port
-from tests.bridge.conftest import TopicReader, workload
+from inturn_devtools.reading import TopicReader
+from tests.bridge.conftest import workload
 
 pytestmark = pytest.mark.kafka
 

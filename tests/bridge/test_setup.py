@@ -20,7 +20,7 @@ from inturn.settings import KafkaSettings
 from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.subscription import DEFAULT_TOPIC, ensure
 from inturn_cli.main import main
-from tests.bridge.conftest import TopicReader
+from inturn_devtools.reading import TopicReader
 
 PROJECT = "inturn-setup-test"
 INTURN = str(Path(sys.executable).with_name("inturn"))

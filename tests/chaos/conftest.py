@@ -18,12 +18,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from inturn.db import operator
 from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.receipts import Report
+from inturn_devtools.waiting import wait_until
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER
-from tests.waiting import wait_until
 from tests.worker.harness import committed
 
 #: The platform and worker timings of the durability tests: 40 ms median latency, 10% of callbacks
@@ -43,12 +44,9 @@ def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:
     async def query() -> set[int]:
         conn = await asyncpg.connect(dsn)
         try:
-            rows = await conn.fetch(
-                "SELECT partition FROM partition_epochs WHERE messages_topic = $1 AND owner = $2", topic, owner
-            )
+            return await operator.owned_partitions(conn, topic, owner)
         finally:
             await conn.close()
-        return {r["partition"] for r in rows}
 
     return asyncio.run(query())
 

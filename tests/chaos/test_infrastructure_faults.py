@@ -28,7 +28,7 @@ from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline
 from inturn_devtools.process import free_port
 from inturn_devtools.services import ServiceProcess
-from tests.bridge.conftest import wait_writable
+from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress
 from tests.worker.harness import read_topic
 
@@ -56,7 +56,6 @@ def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
     """``settings`` pointed at ``broker``, with the four topics created and serving."""
     settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
     topics.create(make_admin(settings), settings)
-    wait_writable(settings, topics.topic_names(settings))
     return settings
 
 
@@ -225,10 +224,9 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
     sender = threading.Thread(target=publish_rooms, args=(publisher, topic, line, rooms, per_room), daemon=True)
     sender.start()
     try:
-        deadline = time.monotonic() + 90
-        while messages_in_kafka(line.topics) < total // 3:
-            assert time.monotonic() < deadline, "the bridge wrote too little before the kill"
-            time.sleep(0.2)  # polling the condition above, with a deadline
+        wait_until(
+            lambda: messages_in_kafka(line.topics) >= total // 3, 90, "a third of the messages in Kafka", every=0.2
+        )
         bridge.kill()
         # With ordering, Pub/Sub pushes one message per room at a time: at most one per room was in flight, and the
         # restarted bridge may write it again. The worker knows a second copy by its id: nothing twice at the device.
@@ -239,7 +237,7 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
         report = scenario.verdict()
     finally:
         publisher.stop()
-    records = [decode(Message, value) for value in read_topic(line.topics, line.topics.topic_messages, 4)]
+    records = [decode(Message, value) for value in read_topic(line.topics, line.topics.topic_messages)]
     rewritten = sum(n - 1 for n in Counter(m.message_id for m in records).values())
     print(f"chaos:   {len(records)} records on Kafka, {rewritten} written twice by the restarted bridge")
     assert rewritten <= rooms

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import Scenario, assert_target, owned_partitions, progress, rooms_of
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -69,11 +70,13 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
     scenario = Scenario("SIGSTOP a worker past the session timeout", line, f"{ROOMS} rooms x {PER_ROOM}, 2 workers")
     progress(scenario, 0.25, total)
     topic = line.topics.topic_messages
-    deadline = time.monotonic() + 60
     # Freeze a member of a settled group: both workers own partitions (not w2 still joining).
-    while not (owned_partitions(line.postgres_dsn, topic, "w1") and owned_partitions(line.postgres_dsn, topic, "w2")):
-        assert time.monotonic() < deadline, "the group never settled with both workers owning partitions"
-        time.sleep(0.3)  # polling the condition above, with a deadline
+    wait_until(
+        lambda: owned_partitions(line.postgres_dsn, topic, "w1") and owned_partitions(line.postgres_dsn, topic, "w2"),
+        60,
+        "the group settled with both workers owning partitions",
+        every=0.3,
+    )
     frozen = line.workers["w1"]
     moved = owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1")
     frozen.freeze()
@@ -81,10 +84,12 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
         f"SIGSTOP w1 owning partitions {sorted(moved)}", len(rooms_of(moved, ROOMS, line.topics.topic_partitions))
     )
     try:
-        deadline = time.monotonic() + 60
-        while owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1"):
-            assert time.monotonic() < deadline, "w1's partitions never moved"
-            time.sleep(0.5)  # polling the condition above, with a deadline
+        wait_until(
+            lambda: not owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1"),
+            60,
+            "w1's partitions moved",
+            every=0.5,
+        )
     finally:
         frozen.thaw()
     scenario.fault("SIGCONT w1 after its partitions moved", 0)

@@ -9,7 +9,7 @@ import pytest
 
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
-from tests.waiting import wait_until
+from inturn_devtools.waiting import wait_until
 from tests.worker.harness import committed
 
 #: A platform with realistic latency that loses 10% of callbacks; workers with short timeouts.

@@ -5,17 +5,18 @@ Every worker is its own OS process; correctness is judged from the simulator's r
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+from inturn.db import operator
 from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.waiting import eventually, wait_until
 from tests.durability.conftest import PIPELINE_SIM, PIPELINE_WORKER, wait_done, wait_received
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -25,12 +26,9 @@ async def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:
     """Partitions whose current epoch belongs to ``owner``."""
     conn = await asyncpg.connect(dsn)
     try:
-        rows = await conn.fetch(
-            "SELECT partition FROM partition_epochs WHERE messages_topic = $1 AND owner = $2", topic, owner
-        )
+        return await operator.owned_partitions(conn, topic, owner)
     finally:
         await conn.close()
-    return {r["partition"] for r in rows}
 
 
 async def test_kill_9_of_one_of_three_workers_loses_nothing_and_resends_at_most_its_in_flight_messages(
@@ -61,17 +59,21 @@ async def test_a_frozen_worker_is_fenced_after_its_partitions_move_and_never_reo
     total = pipeline.produce(rooms=400, per_room=6)
     wait_received(pipeline, total // 4)
     frozen = pipeline.workers["w1"]
-    deadline = time.monotonic() + 60
-    while not (moved := await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")):
-        assert time.monotonic() < deadline, "w1 never owned a partition"
-        await asyncio.sleep(0.2)
+
+    moved: set[int] = set()
+
+    async def w1_owns() -> bool:
+        moved.update(await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1"))
+        return bool(moved)
+
+    await eventually(w1_owns, 60, "w1 owning a partition", every=0.2)
     frozen.freeze()
     try:
         # Past the session timeout (6 s): the group moves w1's partitions to w2, which claims new epochs.
-        deadline = time.monotonic() + 60
-        while await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1"):
-            assert time.monotonic() < deadline, "w1's partitions never moved"
-            await asyncio.sleep(0.5)
+        async def w1_owns_none() -> bool:
+            return not await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")
+
+        await eventually(w1_owns_none, 60, "w1's partitions moved", every=0.5)
     finally:
         frozen.thaw()
     wait_done(pipeline, total, within=180)
@@ -145,19 +147,10 @@ def test_sigterm_turns_readiness_false_at_once_and_a_second_signal_exits_without
         except urllib.error.HTTPError as exc:
             return exc.code
 
-    deadline = time.monotonic() + 30
-    while ready() != 200:
-        assert time.monotonic() < deadline, "the worker never became ready"
-        time.sleep(0.1)
+    wait_until(lambda: ready() == 200, 30, "the worker ready", every=0.1)
     worker.signal(signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while ready() != 503:
-        assert time.monotonic() < deadline, "readiness stayed true after SIGTERM"
-        time.sleep(0.05)
+    wait_until(lambda: ready() == 503, 10, "readiness false after SIGTERM")
     assert worker.running, "the drain should still be waiting for the withheld ack"
-    started = time.monotonic()
     worker.signal(signal.SIGTERM)
-    while worker.running:
-        assert time.monotonic() - started < 5, "a second signal did not exit at once"
-        time.sleep(0.05)
+    wait_until(lambda: not worker.running, 5, "the worker gone at once on a second signal")
     assert worker.stop() == 130

@@ -28,7 +28,7 @@ def test_every_platform_delivers_each_room_in_turn_in_one_run(pipeline: Pipeline
         assert len(rooms) == ROOMS, platform
         problems = [(r.room_id, r.lost, r.duplicated, r.reordered) for r in rooms if not r.clean]
         assert problems == [], f"{platform}: {problems[:3]}"
-    events = [decode(Event, v) for v in read_topic(pipeline.topics, pipeline.topics.topic_events, 4)]
+    events = [decode(Event, v) for v in read_topic(pipeline.topics, pipeline.topics.topic_events)]
     outcomes = {(e.platform, e.type) for e in events}
     assert outcomes == {(p, EventType.ACKED) for p in PLATFORMS}, sorted(outcomes)
     answered = {e.platform for e in events if e.detail == "answered"}

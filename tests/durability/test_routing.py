@@ -70,7 +70,7 @@ def test_two_workers_and_a_default_partitioner_producer_no_ack_timeouts_and_misr
 
     report = line.report()
     assert (report.lost, report.reordered, report.duplicated, report.unexpected) == (0, 0, 0, 0), report.summary()
-    events = [decode(Event, v) for v in read_topic(line.topics, line.topics.topic_events, partitions)]
+    events = [decode(Event, v) for v in read_topic(line.topics, line.topics.topic_events)]
     outcomes = {e.type for e in events}
     assert EventType.ACK_TIMEOUT not in outcomes, [e for e in events if e.type is EventType.ACK_TIMEOUT][:3]
     assert sum(1 for e in events if e.type is EventType.ACKED) == total

@@ -9,8 +9,8 @@ import time
 from datetime import datetime
 
 from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.waiting import wait_until
 from tests.durability.conftest import wait_done, wait_received
-from tests.waiting import wait_until
 
 #: Far longer than the 3 s the restart may take: a restart that waits for the old session shows plainly.
 SESSION_TIMEOUT_MS = "30000"

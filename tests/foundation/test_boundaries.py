@@ -105,3 +105,42 @@ def test_a_forbidden_import_added_to_a_copy_of_the_tree_is_found(tmp_path: Path,
     found = violations(tmp_path, package, folder)
     assert [v.path for v in found] == [f"{folder}/planted.py"]
     assert found[0].imported.split(".")[0] in forbidden_for(package)
+
+
+WAITING = "devtools/inturn_devtools/waiting.py"
+READING = "devtools/inturn_devtools/reading.py"
+
+
+def deadline_loops(root: Path, folders: list[str]) -> list[str]:
+    """``path:line`` of every ``while`` loop under ``folders`` whose condition reads ``time.monotonic()``, or that
+    names a ``deadline``: a wait with a deadline written again instead of ``inturn_devtools.waiting``."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            relative = str(path.relative_to(root))
+            if relative == WAITING:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.While) and (
+                    any(isinstance(sub, ast.Attribute) and sub.attr == "monotonic" for sub in ast.walk(node.test))
+                    or any(isinstance(sub, ast.Name) and "deadline" in sub.id for sub in ast.walk(node))
+                ):
+                    found.append(f"{relative}:{node.lineno}")
+    return found
+
+
+def test_tests_and_tooling_wait_through_the_one_waiting_module() -> None:
+    assert deadline_loops(ROOT, ["tests", "devtools"]) == []
+
+
+def test_a_deadline_loop_added_to_a_copy_of_the_tree_is_found(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "clean.py").write_text("def f(ok):\n    while not ok():\n        pass\n")
+    (tmp_path / "tests" / "planted.py").write_text(
+        "import time\n\ndef f(ok):\n    deadline = time.monotonic() + 5\n"
+        "    while not ok() and time.monotonic() < deadline:\n        time.sleep(0.1)\n"
+    )
+    (tmp_path / "tests" / "other.py").write_text(
+        "def g(ok, deadline):\n    while not ok():\n        assert now() < deadline\n"
+    )
+    assert deadline_loops(tmp_path, ["tests"]) == ["tests/other.py:2", "tests/planted.py:5"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from inturn.errors import TopicMismatchError, TopicMissingError
 from inturn.kafka import make_consumer, make_producer, murmur2, partition_for, producer_config
 from inturn.settings import KafkaSettings
 from inturn_devtools.kafka import kafka_lib_dir
+from inturn_devtools.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -47,13 +49,15 @@ def java_partitions(partitions: int, keys: list[str]) -> dict[str, int]:
 def consume_all(consumer: Consumer, expected: int, timeout: float = 30.0) -> list[tuple[str, int, bytes]]:
     """(key, partition, value) of ``expected`` records, or fail after ``timeout`` seconds."""
     got: list[tuple[str, int, bytes]] = []
-    import time
 
-    deadline = time.monotonic() + timeout
-    while len(got) < expected and time.monotonic() < deadline:
+    def enough() -> bool:
         for msg in consumer.consume(num_messages=500, timeout=0.5):
             assert msg.error() is None, msg.error()
             got.append(((msg.key() or b"").decode(), msg.partition() or 0, msg.value() or b""))
+        return len(got) >= expected
+
+    with contextlib.suppress(TimeoutError):  # the caller asserts on what was read
+        wait_until(enough, timeout, f"{expected} records", every=0)
     return got
 
 

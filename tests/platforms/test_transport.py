@@ -10,7 +10,8 @@ import pytest
 import uvloop
 
 from inturn.platforms.transport import HttpTransport, RequestWithdrawn
-from tests.platforms.wire import Conn, Request, chunked, respond, serve, stop, until
+from inturn_devtools.waiting import eventually
+from tests.platforms.wire import Conn, Request, chunked, respond, serve, stop
 
 OK = respond(200, b'{"messages":[{"id":"wamid.1"}]}')
 
@@ -156,7 +157,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
     transport = HttpTransport(limit=2, timeout_s=5)
     try:
         await transport.request(platform.url, {}, b"one")
-        await until(lambda: transport.connections == 0)
+        await eventually(lambda: transport.connections == 0, 5, "every connection closed")
         second = await transport.request(platform.url, {}, b"two")
     finally:
         await transport.close()
@@ -261,7 +262,7 @@ async def test_closing_fails_what_is_on_the_wire_and_in_line_and_whatever_comes_
     try:
         on_wire = transport.request(platform.url, {}, b"a")
         in_line = transport.request(platform.url, {}, b"b")
-        await until(lambda: len(platform.requests) == 1)
+        await eventually(lambda: len(platform.requests) == 1, 5, "the request at the platform")
         await transport.close()
         for future in (on_wire, in_line, transport.request(platform.url, {}, b"c")):
             with pytest.raises(ConnectionError):

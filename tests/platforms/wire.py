@@ -129,15 +129,6 @@ async def stop(platform: Platform) -> None:
     await platform.server.wait_closed()
 
 
-async def until(condition: Callable[[], bool], within_s: float = 5.0) -> None:
-    """Wait for ``condition`` to hold, failing after ``within_s``."""
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
-
-
 def certificate_authority(directory: Path) -> tuple[Path, ssl.SSLContext]:
     """A new CA (its certificate written to ``directory/ca.pem``) and a server context with a certificate it
     signed for 127.0.0.1."""

@@ -3,33 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from confluent_kafka import TopicPartition
 from google.cloud import pubsub_v1
 
 from inturn.errors import InturnError
-from inturn.kafka import make_consumer, partition_for
+from inturn.kafka import partition_for
 from inturn.schemas import Message, decode
 from inturn.sdk import Delivery, MessageProducer, build_message, parse_pattern, plan_messages
 from inturn.settings import KafkaSettings
 from inturn_bridge.subscription import ensure
 from inturn_cli.main import main
+from inturn_devtools.reading import reading
+from inturn_devtools.waiting import wait_until
 
 
 def read_messages(settings: KafkaSettings, expected: int, timeout: float = 30.0) -> list[tuple[str, int, Message]]:
     """(key, partition, message) of ``expected`` records of the messages topic, in partition order."""
-    consumer = make_consumer(settings, "sdk-test-reader")
-    consumer.assign([TopicPartition(settings.topic_messages, p, 0) for p in range(settings.topic_partitions)])
-    got: list[tuple[str, int, Message]] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expected and time.monotonic() < deadline:
-        for record in consumer.consume(500, 0.2):
-            if record.error() is None:
-                key = (record.key() or b"").decode()
-                got.append((key, record.partition() or 0, decode(Message, record.value())))
-    consumer.close()
+    with reading(settings, settings.topic_messages) as reader:
+        records = sorted(reader.at_least(expected, timeout), key=lambda r: (r.partition, r.offset))
+    got = [(r.key or "", r.partition, decode(Message, r.value)) for r in records]
     assert len(got) == expected, f"read {len(got)} of {expected} records"
     return got
 
@@ -130,8 +123,8 @@ def test_inturn_produce_to_pubsub_publishes_with_the_room_as_ordering_key(
     assert code == 0
     assert "produced 12 of 12 messages over 3 rooms" in capsys.readouterr().err
     seen: dict[str, list[int]] = {}
-    deadline = time.monotonic() + 30
-    while sum(map(len, seen.values())) < 12 and time.monotonic() < deadline:
+
+    def pulled_all() -> bool:
         response = subscriber.pull(subscription=subscription, max_messages=50, timeout=10)
         for received in response.received_messages:
             message = decode(Message, received.message.data)
@@ -139,6 +132,9 @@ def test_inturn_produce_to_pubsub_publishes_with_the_room_as_ordering_key(
             seen.setdefault(message.room_id, []).append(int(message.attributes["seq"]))
         if response.received_messages:
             subscriber.acknowledge(subscription=subscription, ack_ids=[r.ack_id for r in response.received_messages])
+        return sum(map(len, seen.values())) >= 12
+
+    wait_until(pulled_all, 30, lambda: f"12 messages pulled (have {seen})", every=0)
     subscriber.close()
     assert seen == {f"room-000{i}": [1, 2, 3, 4] for i in (1, 2, 3)}
 

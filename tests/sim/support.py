@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -13,7 +12,6 @@ from aiohttp import web
 
 from inturn.schemas import encode_callback_data
 from inturn_sim.run import RunningSim
-from tests.waiting import eventually
 
 APP_SECRET = "test-app-secret"
 TOKEN = "test-token"
@@ -60,11 +58,6 @@ class Hook:
     def of(self, wamid: str) -> list[str]:
         """The statuses received for one message, in arrival order."""
         return [s["status"] for s in self.statuses if s["id"] == wamid]
-
-
-async def until(condition: Callable[[], bool], within: float = 5.0, what: str = "condition") -> None:
-    """Poll ``condition`` until it holds; fail the test after ``within`` seconds (``tests.waiting.eventually``)."""
-    await eventually(condition, within, what, every=0.01)
 
 
 def message(to: str, room: str | None = None, message_id: str | None = None) -> dict[str, Any]:

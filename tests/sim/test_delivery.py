@@ -10,9 +10,10 @@ import aiohttp
 from inturn.schemas import encode_callback_data
 from inturn.settings.sim import SimSettings
 from inturn_devtools.receipts import check, fetch_receipts
+from inturn_devtools.waiting import eventually
 from inturn_sim.run import running_sim
 
-from .support import Hook, control, message, send, until
+from .support import Hook, control, message, send
 
 
 async def test_with_no_loss_and_fixed_latency_every_send_yields_its_statuses_in_order_signed_and_echoed(
@@ -28,7 +29,7 @@ async def test_with_no_loss_and_fixed_latency_every_send_yields_its_statuses_in_
             assert answer["messaging_product"] == "whatsapp"
             assert answer["contacts"] == [{"input": to, "wa_id": to}]
             sends.append((answer["messages"][0]["id"], to, encode_callback_data(f"room-{n % 3}", f"m{n}")))
-        await until(lambda: len(hook.statuses) == 36, what="sent, delivered and read of 12 sends")
+        await eventually(lambda: len(hook.statuses) == 36, 5, "sent, delivered and read of 12 sends", every=0.01)
 
         assert hook.bad_signatures == 0
         assert len({wamid for wamid, _, _ in sends}) == 12
@@ -59,7 +60,7 @@ async def test_overlapping_sends_to_one_recipient_reach_the_device_out_of_send_o
         for n in range(count):  # each send starts before the previous one reached the device
             status, _, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
             assert status == 200
-        await until(lambda: sim.sim.stats.deliveries == count, what="every message at the device")
+        await eventually(lambda: sim.sim.stats.deliveries == count, 5, "every message at the device", every=0.01)
         receipts = await fetch_receipts(sim.url)
     report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
     assert report.lost == 0
@@ -77,7 +78,7 @@ async def test_sends_gated_on_each_sent_callback_reach_the_device_in_send_order(
         for n in range(count):
             _, answer, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
             wamid = answer["messages"][0]["id"]
-            await until(lambda wamid=wamid: "sent" in hook.of(wamid), what=f"sent of m{n}")  # type: ignore[misc]
+            await eventually(lambda wamid=wamid: "sent" in hook.of(wamid), 5, f"sent of m{n}", every=0.01)  # type: ignore[misc]
         receipts = (await control(client, sim, "receipts"))["receipts"]
     report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
     assert report.ok(), report.summary()
@@ -92,10 +93,10 @@ async def test_statuses_that_fall_due_together_are_batched_up_to_the_bound(
         await control(client, sim, "config", {"withhold_recipients": ["491701"]})
         for n in range(30):
             await send(client, sim, message("491701", "room-A", f"m{n}"))
-        await until(lambda: sim.sim.stats.withheld == 30, what="30 statuses held back")
+        await eventually(lambda: sim.sim.stats.withheld == 30, 5, "30 statuses held back", every=0.01)
         assert hook.statuses == []
         assert (await control(client, sim, "release", {"recipients": ["491701"]})) == {"released": 30}
-        await until(lambda: hook.of_status("sent") == 30, what="30 sent statuses")
+        await eventually(lambda: hook.of_status("sent") == 30, 5, "30 sent statuses", every=0.01)
     assert max(hook.requests) == 10
     assert hook.requests[:3] == [10, 10, 10]
 
@@ -105,7 +106,7 @@ async def test_whole_second_timestamps_as_meta_sends_them(
 ) -> None:
     async with running_sim(sim_settings(timestamp_precision="s")) as sim:
         _, answer, _ = await send(client, sim, message("491701"))
-        await until(lambda: len(hook.statuses) == 2, what="sent and delivered")
+        await eventually(lambda: len(hook.statuses) == 2, 5, "sent and delivered", every=0.01)
     assert all(re.fullmatch(r"\d{10}", s["timestamp"]) for s in hook.statuses)
     assert all("biz_opaque_callback_data" not in s for s in hook.statuses)  # none sent, none echoed
     assert hook.of(answer["messages"][0]["id"]) == ["sent", "delivered"]

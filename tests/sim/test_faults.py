@@ -8,9 +8,10 @@ import aiohttp
 
 from inturn.settings.sim import SimSettings
 from inturn_devtools.receipts import check
+from inturn_devtools.waiting import eventually
 from inturn_sim.run import running_sim
 
-from .support import AUTH, Hook, control, message, send, until
+from .support import AUTH, Hook, control, message, send
 
 
 def meta_error(answer: object, code: int) -> None:
@@ -114,18 +115,22 @@ async def test_a_withheld_recipients_callbacks_wait_until_released(
         held = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
         free = (await send(client, sim, message("491702")))[1]["messages"][0]["id"]
         held_too = (await send(client, sim, message("491703")))[1]["messages"][0]["id"]
-        await until(lambda: hook.of(free) == ["sent", "delivered"], what="the free recipient's statuses")
-        await until(lambda: sim.sim.stats.withheld == 2, what="two held statuses")
+        await eventually(lambda: hook.of(free) == ["sent", "delivered"], 5, "the free recipient's statuses", every=0.01)
+        await eventually(lambda: sim.sim.stats.withheld == 2, 5, "two held statuses", every=0.01)
         # the messages did reach the devices; only their callbacks are held
         assert sim.sim.stats.deliveries == 3
         assert hook.of(held) == []
         assert hook.of(held_too) == []
         assert (await control(client, sim, "release", {"recipients": ["491701"]})) == {"released": 1}
-        await until(lambda: hook.of(held) == ["sent", "delivered"], what="the released recipient's statuses")
+        await eventually(
+            lambda: hook.of(held) == ["sent", "delivered"], 5, "the released recipient's statuses", every=0.01
+        )
         assert hook.of(held_too) == []
         # a config change that stops withholding releases too
         await control(client, sim, "config", {"withhold_recipients": []})
-        await until(lambda: hook.of(held_too) == ["sent", "delivered"], what="statuses released by config")
+        await eventually(
+            lambda: hook.of(held_too) == ["sent", "delivered"], 5, "statuses released by config", every=0.01
+        )
         assert sim.sim.stats.withheld == 0
 
 
@@ -136,9 +141,11 @@ async def test_the_drop_rate_is_roughly_respected_over_many_messages(
     async with running_sim(sim_settings(drop_rate=0.25, seed=3, delivered_delay_ms=0)) as sim:
         for n in range(count):
             await send(client, sim, message(f"49170{n % 50:03d}", f"room-{n % 50}", f"m{n}"))
-        await until(lambda: sim.sim.stats.deliveries == count, what="every message at the device")
+        await eventually(lambda: sim.sim.stats.deliveries == count, 5, "every message at the device", every=0.01)
         dropped = sim.sim.stats.callbacks_dropped
-        await until(lambda: hook.of_status("delivered") == count - dropped, what="statuses of the others")
+        await eventually(
+            lambda: hook.of_status("delivered") == count - dropped, 5, "statuses of the others", every=0.01
+        )
         assert hook.of_status("sent") == count - dropped
     assert 0.18 * count <= dropped <= 0.32 * count
     assert len({s["id"] for s in hook.statuses}) == count - dropped
@@ -151,7 +158,7 @@ async def test_an_accepted_message_can_fail_later_with_a_failed_status(
         status, answer, _ = await send(client, sim, message("491701", "room-A", "m1"))
         assert status == 200
         wamid = answer["messages"][0]["id"]
-        await until(lambda: hook.of(wamid) == ["failed"], what="the failed status")
+        await eventually(lambda: hook.of(wamid) == ["failed"], 5, "the failed status", every=0.01)
         assert (await control(client, sim, "receipts"))["receipts"] == []  # it never reached the device
     failed = hook.statuses[0]
     assert failed["errors"][0]["code"] == 131026
@@ -164,7 +171,7 @@ async def test_the_same_room_message_delivered_twice_is_counted_as_a_duplicate(
     async with running_sim(sim_settings()) as sim:
         for message_id in ("m1", "m2", "m1"):  # a re-send of m1, as after a worker crash
             await send(client, sim, message("491701", "room-A", message_id))
-        await until(lambda: sim.sim.stats.deliveries == 3, what="three deliveries")
+        await eventually(lambda: sim.sim.stats.deliveries == 3, 5, "three deliveries", every=0.01)
         log = await control(client, sim, "receipts")
         stats = await control(client, sim, "stats")
     assert [r["duplicate"] for r in log["receipts"]] == [False, False, True]
@@ -179,12 +186,12 @@ async def test_a_failing_webhook_is_retried_with_backoff_then_given_up(
     async with running_sim(sim_settings(callback_retries=2)) as sim:
         hook.answers = [500, 503]  # fails twice, then accepts
         wamid = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
-        await until(lambda: hook.of(wamid) == ["sent", "delivered"], what="statuses after two retries")
+        await eventually(lambda: hook.of(wamid) == ["sent", "delivered"], 5, "statuses after two retries", every=0.01)
         assert sim.sim.stats.callback_retries == 2
         hook.answers = [500, 500, 500]  # more than the retries allow
         wamid = (await send(client, sim, message("491701")))[1]["messages"][0]["id"]
-        await until(lambda: sim.sim.stats.callbacks_failed == 1, what="a status given up")
-        await until(lambda: hook.of(wamid) == ["delivered"], what="the next status still sent")
+        await eventually(lambda: sim.sim.stats.callbacks_failed == 1, 5, "a status given up", every=0.01)
+        await eventually(lambda: hook.of(wamid) == ["delivered"], 5, "the next status still sent", every=0.01)
     assert hook.bad_signatures == 0
 
 

@@ -20,12 +20,12 @@ from inturn.platforms import (
 from inturn.schemas import Message, now_ms
 from inturn.settings.sim import SimSettings
 from inturn.settings.worker import PlatformSettings
+from inturn_devtools.waiting import eventually
 from inturn_sim.run import running_sim
 from inturn_webhook.platforms import form_params, parse_messenger, parse_twilio, public_url, verify_twilio
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import verify
 from inturn_webhook.statuses import Status
-from tests.waiting import eventually
 
 SECRET, TOKEN, TWILIO_TOKEN = "contract-secret", "contract-token", "contract-twilio"
 

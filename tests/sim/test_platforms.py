@@ -20,8 +20,8 @@ from inturn.platforms.base import CALLBACK_HEADER
 from inturn.platforms.twilio import status_callback_url
 from inturn.schemas import encode_callback_data, now_ms
 from inturn.settings.sim import SimSettings
+from inturn_devtools.waiting import eventually
 from inturn_sim.run import RunningSim, running_sim
-from tests.waiting import eventually
 
 SECRET, TOKEN, TWILIO_TOKEN = "test-app-secret", "test-token", "twilio-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

@@ -9,12 +9,11 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from inturn_devtools.process import free_port
 from inturn_devtools.receipts import check, load_receipts
-from tests.waiting import wait_until
+from inturn_devtools.waiting import wait_until
 
 from .support import message
 
@@ -29,10 +28,6 @@ def _post(url: str, body: object) -> int:
     )
     with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - loopback
         return int(answer.status)
-
-
-def _wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    wait_until(condition, within, what, ignore=(urllib.error.URLError, ConnectionError))  # not listening yet
 
 
 def test_inturn_sim_serves_writes_its_receipt_file_and_flushes_it_on_sigterm(tmp_path: Path) -> None:
@@ -50,10 +45,17 @@ def test_inturn_sim_serves_writes_its_receipt_file_and_flushes_it_on_sigterm(tmp
     process = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_for(lambda: urllib.request.urlopen(f"{base}/readyz", timeout=1).status == 200, 20, "readyz")  # noqa: S310
+        wait_until(
+            lambda: urllib.request.urlopen(f"{base}/readyz", timeout=1).status == 200,  # noqa: S310 - loopback
+            20,
+            "readyz",
+            ignore=(urllib.error.URLError, ConnectionError),  # not listening yet
+        )
         for n in range(3):
             assert _post(f"{base}/v21.0/100200300/messages", message("491701", "room-A", f"m{n}")) == 200
-        _wait_for(lambda: len(load_receipts(base)) == 3, 10, "three receipts")
+        wait_until(
+            lambda: len(load_receipts(base)) == 3, 10, "three receipts", ignore=(urllib.error.URLError, ConnectionError)
+        )
         served = load_receipts(base)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0

@@ -7,12 +7,13 @@ from collections.abc import Callable
 import aiohttp
 
 from inturn.settings.sim import SimSettings
+from inturn_devtools.waiting import eventually
 from inturn_sim.run import running_sim
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import verify
 from inturn_webhook.statuses import parse_meta
 
-from .support import APP_SECRET, Hook, control, message, send, until
+from .support import APP_SECRET, Hook, control, message, send
 
 
 async def test_the_webhook_verifies_and_parses_every_callback_the_simulator_sends(
@@ -21,11 +22,11 @@ async def test_the_webhook_verifies_and_parses_every_callback_the_simulator_send
     async with running_sim(sim_settings(read_rate=1.0, read_delay_ms=0)) as sim:
         for n in range(6):
             await send(client, sim, message(f"49170{n % 2}", f"room-{n % 2}", f"m{n}"), phone_number_id=f"10{n % 3}")
-        await until(lambda: len(hook.statuses) == 6 * 3, what="sent, delivered and read of six sends")
+        await eventually(lambda: len(hook.statuses) == 6 * 3, 5, "sent, delivered and read of six sends", every=0.01)
         receipts = (await control(client, sim, "receipts"))["receipts"]
         await control(client, sim, "config", {"failed_rate": 1.0})
         await send(client, sim, message("491709", "room-F", "f1"))
-        await until(lambda: len(hook.statuses) == 6 * 3 + 1, what="the failed status")
+        await eventually(lambda: len(hook.statuses) == 6 * 3 + 1, 5, "the failed status", every=0.01)
     parsed = []
     for raw, signature in hook.raw:
         verify(signature, raw, [APP_SECRET.encode()])  # raises on a bad signature

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from fastapi import FastAPI
 
 from inturn.kafka import make_consumer
 from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
+from inturn_devtools.reading import reading
+from inturn_devtools.waiting import eventually, wait_until
 from inturn_webhook import create_app
 from inturn_webhook.signature import sign
-from tests.waiting import eventually
 
 APP_SECRET = "current-app-secret"
 PREVIOUS_APP_SECRET = "previous-app-secret"
@@ -83,37 +83,34 @@ async def started(settings: WebhookSettings) -> AsyncIterator[Webhook]:
 def record_count(settings: KafkaSettings, topic: str, timeout: float = 15.0) -> int:
     """How many records ``topic`` holds (sum of high watermarks): exact once Kafka confirmed them."""
     consumer = make_consumer(settings, "watermarks")
-    deadline = time.monotonic() + timeout
+    counted: list[int] = []
+
+    def count() -> bool:
+        try:
+            counted.append(
+                sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+            )
+        except KafkaException as exc:
+            # A topic created a moment ago may not have its leaders settled yet.
+            if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION:
+                raise
+            return False
+        return True
+
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        while True:
-            try:
-                return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
-            except KafkaException as exc:
-                # A topic created a moment ago may not have its leaders settled yet.
-                if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_until(count, timeout, f"the high watermarks of {topic}")
     finally:
         consumer.close()
+    return counted[-1]
 
 
 def read_topic(
     settings: KafkaSettings, topic: str, expected: int, timeout: float = 20.0
 ) -> list[tuple[str, int, bytes]]:
     """(key, partition, value) of the first ``expected`` records of ``topic``; fails after ``timeout``."""
-    consumer: Consumer = make_consumer(settings, f"reader-{topic}")
-    meta = consumer.list_topics(topic, timeout=10)
-    consumer.assign([TopicPartition(topic, p, 0) for p in meta.topics[topic].partitions])
-    got: list[tuple[str, int, bytes]] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=100, timeout=0.5):
-                assert msg.error() is None, msg.error()
-                got.append(((msg.key() or b"").decode(), msg.partition() or 0, msg.value() or b""))
-    finally:
-        consumer.close()
+    with reading(settings, topic) as reader:
+        got = [(r.key or "", r.partition, r.value) for r in reader.at_least(expected, timeout)]
     assert len(got) == expected, f"{topic}: {len(got)} records, expected {expected}"
     return got
 

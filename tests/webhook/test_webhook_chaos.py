@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ from inturn import topics
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
+from inturn_devtools.waiting import eventually
 
 from .support import Webhook, meta_payload, meta_status, record_count, started, webhook_settings_for
 
@@ -21,10 +21,14 @@ pytestmark = [pytest.mark.chaos, pytest.mark.kafka]
 
 async def post_until_accepted(webhook: Webhook, payload: dict[str, Any], seconds: float = 60) -> httpx.Response:
     """POST ``payload`` again while the answer is 503, as the platform does (each try waits the confirm timeout)."""
-    deadline = time.monotonic() + seconds
-    while (response := await webhook.post_meta(payload)).status_code == 503:
-        assert time.monotonic() < deadline, f"still 503 after {seconds} s"
-    return response
+    answers: list[httpx.Response] = []
+
+    async def accepted() -> bool:
+        answers.append(await webhook.post_meta(payload))
+        return answers[-1].status_code != 503
+
+    await eventually(accepted, seconds, f"an answer other than 503 to {len(answers)} tries", every=0)
+    return answers[-1]
 
 
 async def test_a_callback_refused_503_while_kafka_is_down_is_published_once_when_the_platform_retries(

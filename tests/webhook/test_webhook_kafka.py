@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 
 import orjson
@@ -16,6 +14,7 @@ from inturn.schemas import Ack, AckStatus, DeadLetter, Message
 from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
 from inturn_devtools.process import free_port
+from inturn_devtools.waiting import eventually
 from inturn_webhook.signature import sign
 
 from .support import (
@@ -366,9 +365,7 @@ async def test_when_the_producer_queue_stays_full_the_answer_is_503_and_the_webh
 
 
 async def test_the_webhook_is_ready_once_kafka_answered(webhook: Webhook) -> None:
-    deadline = time.monotonic() + 10
-    ready = await webhook.client.get("/readyz")
-    while ready.status_code != 200 and time.monotonic() < deadline:  # poll the condition, with a deadline
-        await asyncio.sleep(0.05)
-        ready = await webhook.client.get("/readyz")
-    assert ready.status_code == 200
+    async def ready() -> bool:
+        return (await webhook.client.get("/readyz")).status_code == 200
+
+    await eventually(ready, 10, "/readyz answering 200")

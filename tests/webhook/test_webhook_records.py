@@ -4,19 +4,17 @@ what it says at start-up about finding rooms."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 import structlog
-from confluent_kafka import Consumer, TopicPartition
 from structlog.testing import capture_logs
 
 import inturn_webhook.app
 from inturn import schemas
-from inturn.kafka import make_consumer
 from inturn.schemas import Ack
 from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
+from inturn_devtools.reading import reading
 
 from .support import Webhook, meta_payload, meta_status, read_topic, started, webhook_settings_for
 
@@ -27,20 +25,8 @@ Record = tuple[bytes, dict[str, bytes]]  # value, headers
 
 def read_with_headers(settings: KafkaSettings, topic: str, expected: int, timeout: float = 20.0) -> list[Record]:
     """(value, headers) of the first ``expected`` records of ``topic``; fails after ``timeout``."""
-    consumer: Consumer = make_consumer(settings, f"headers-{topic}")
-    meta = consumer.list_topics(topic, timeout=10)
-    consumer.assign([TopicPartition(topic, p, 0) for p in meta.topics[topic].partitions])
-    got: list[Record] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=100, timeout=0.5):
-                assert msg.error() is None, msg.error()
-                headers = msg.headers() or []
-                assert isinstance(headers, list)  # what a consumed record carries (a dict only when producing)
-                got.append((msg.value() or b"", {k: v for k, v in headers if isinstance(v, bytes)}))
-    finally:
-        consumer.close()
+    with reading(settings, topic) as reader:
+        got = [(r.value, r.headers) for r in reader.at_least(expected, timeout)]
     assert len(got) == expected, f"{topic}: {len(got)} records, expected {expected}"
     return got
 

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -20,6 +19,7 @@ from inturn.schemas import Ack
 from inturn.settings import KafkaSettings
 from inturn_cli.main import main
 from inturn_devtools.process import free_port
+from inturn_devtools.waiting import wait_until
 from inturn_webhook.signature import sign
 
 from .support import APP_SECRET, MAX_BODY, meta_payload, meta_status, read_topic
@@ -72,16 +72,14 @@ def served(inturn_topics: KafkaSettings) -> Iterator[tuple[str, subprocess.Popen
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass  # not listening yet
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            assert time.monotonic() < deadline, "webhook not ready in 30 s"
-            time.sleep(0.1)
+        wait_until(
+            lambda: httpx.get(f"{base}/readyz", timeout=1).status_code == 200,
+            30,
+            lambda: f"the webhook ready; stderr: {proc.stderr.read().decode() if proc.stderr and proc.poll() else ''}",
+            every=0.1,
+            ignore=(httpx.TransportError,),  # not listening yet
+            proc=proc,
+        )
         yield base, proc
     finally:
         if proc.poll() is None:

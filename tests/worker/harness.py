@@ -13,15 +13,14 @@ import contextlib
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
-from confluent_kafka import TopicPartition
 
-from inturn.kafka import AsyncProducer, committed_total, make_consumer, make_producer
+from inturn.kafka import AsyncProducer, committed_total, make_producer
 from inturn.schemas import (
     ACK_HEADER_MESSAGE_ID,
     ACK_HEADER_PLATFORM_MESSAGE_ID,
@@ -38,11 +37,12 @@ from inturn.schemas import (
 )
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.reading import reading
+from inturn_devtools.waiting import eventually
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
-from tests.waiting import eventually
 
 
 @dataclass
@@ -276,42 +276,23 @@ async def running_worker(settings: WorkerSettings) -> AsyncIterator[Worker]:
         await asyncio.wait_for(task, 60)
 
 
-async def wait_for(
-    condition: Callable[[], bool | Awaitable[bool]], within: float, what: str, blocking: bool = False
-) -> None:
-    """``tests.waiting.eventually`` under the name the worker's tests use."""
-    await eventually(condition, within, what, blocking=blocking)
-
-
 def committed(settings: KafkaSettings, group: str) -> int:
     """The sum of the group's committed offsets over the messages partitions (blocking)."""
     return committed_total(settings, group)
 
 
-def read_topic(
-    settings: KafkaSettings, topic: str, partitions: int, expect: int | None = None, timeout: float = 20.0
-) -> list[bytes]:
-    """Every record value of ``topic`` (until ``expect`` were read, or the topic is idle for 1 s)."""
-    consumer = make_consumer(settings, f"reader-{time.monotonic_ns()}")
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    idle_since = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            batch = consumer.consume(1000, 0.2)
-            for record in batch:
-                if record.error() is None:
-                    values.append(record.value() or b"")
-            if batch:
-                idle_since = time.monotonic()
-            if expect is not None and len(values) >= expect:
-                break
-            if expect is None and time.monotonic() - idle_since > 1.0:
-                break
-    finally:
-        consumer.close()
-    return values
+def read_topic(settings: KafkaSettings, topic: str, expect: int | None = None, timeout: float = 20.0) -> list[bytes]:
+    """Every record value of ``topic``: read until ``expect`` records came (or, without it, until the topic was
+    quiet for 1 s); past ``timeout``, what was read (the caller asserts on it)."""
+    with reading(settings, topic) as reader:
+        try:
+            if expect is None:
+                reader.settle(quiet=1.0, within=timeout)
+            else:
+                reader.at_least(expect, timeout)
+        except TimeoutError:
+            pass  # the caller asserts on what was read
+        return [record.value for record in reader.records]
 
 
 async def events(settings: KafkaSettings, expect_terminal: int | None = None) -> list[Event]:
@@ -321,13 +302,15 @@ async def events(settings: KafkaSettings, expect_terminal: int | None = None) ->
     """
     from inturn.schemas import TERMINAL_EVENTS
 
-    deadline = time.monotonic() + 30
-    while True:
-        values = await asyncio.to_thread(read_topic, settings, settings.topic_events, settings.topic_partitions)
-        decoded = [decode(Event, v) for v in values]
-        terminal = sum(1 for e in decoded if e.type in TERMINAL_EVENTS)
-        if expect_terminal is None or terminal >= expect_terminal or time.monotonic() > deadline:
-            return decoded
+    decoded: list[Event] = []
+
+    def enough() -> bool:
+        decoded[:] = [decode(Event, v) for v in read_topic(settings, settings.topic_events)]
+        return expect_terminal is None or sum(1 for e in decoded if e.type in TERMINAL_EVENTS) >= expect_terminal
+
+    with contextlib.suppress(TimeoutError):  # the caller asserts on what was read
+        await eventually(enough, 30, f"{expect_terminal} terminal events", every=0, blocking=True)
+    return decoded
 
 
 def terminal_by_message(evts: list[Event]) -> dict[str, list[EventType]]:

@@ -9,8 +9,6 @@ matrix: a broker restart re-sent up to 2 messages per room before this was fixed
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import TopicPartition
 
@@ -19,6 +17,7 @@ from inturn.platforms import SendResult
 from inturn.schemas import AckStatus
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.waiting import wait_until
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.partition import Partition
 from tests.worker.harness import ack_of, ack_reader, publish_acks
@@ -79,14 +78,15 @@ async def test_a_regained_partition_matches_a_re_read_ack_of_a_message_this_work
     part = Partition(partition, lease_s=5)
     try:
         reader.assign([part], since_ms=0)  # the partition comes back
-        routed, deadline = 0, time.monotonic() + 30
-        while routed == 0:
-            assert time.monotonic() < deadline, "the ack published before the assignment was never read"
+
+        def routed_one() -> bool:
             batch, _ = reader._step()
             for record in batch:
                 assert record.error() is None, record.error()
                 reader._route(record)
-                routed += 1
+            return bool(batch)
+
+        wait_until(routed_one, 30, "the ack published before the assignment read", every=0)
     finally:
         reader._consumer.close()
     again = router.expect("room-0", "room-0#3")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from inturn.platforms import AckKind, SendResult
 from inturn.schemas import Ack, AckStatus, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from tests.worker.test_prepare_ahead import _until
 from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
 
 
@@ -59,7 +59,9 @@ def _enqueue(rooms: Rooms, part: Partition, platform: str, count: int) -> None:
 
 
 async def _answer(platform: Platform, body: str, result: SendResult) -> None:
-    await _until(lambda: platform.pending is not None and platform.pending[0] == body)
+    await eventually(
+        lambda: platform.pending is not None and platform.pending[0] == body, 5, "the room loop got there", every=0
+    )
     assert platform.pending is not None
     platform.pending[1].set_result(result)
 
@@ -70,22 +72,24 @@ async def test_watermarks_resolve_a_rooms_messages_in_turn_and_an_older_one_reso
     _enqueue(rooms, part, "messenger", 3)
 
     await _answer(platform, "m0", SendResult("mid.0", sent_at_ms=1_000))
-    await _until(lambda: ("R", "m0") in router._waiting_pmid.values())
+    await eventually(lambda: ("R", "m0") in router._waiting_pmid.values(), 5, "the room loop got there", every=0)
     assert router.route(_watermark("R", 999))[0] is Routed.DUPLICATE, "older than m0's send: confirms nothing"
     assert recorder.events == []
     assert router.route(_watermark("R", 1_000))[0] is Routed.RESOLVED  # at m0's send time: covered
     await _answer(platform, "m1", SendResult("mid.1", sent_at_ms=2_000))
     # The same callback again (m0's watermark) while m1 is in flight: m1 was sent after it, nothing resolves.
-    await _until(lambda: ("R", "m1") in router._waiting_pmid.values())
+    await eventually(lambda: ("R", "m1") in router._waiting_pmid.values(), 5, "the room loop got there", every=0)
     assert router.route(_watermark("R", 1_000))[0] is Routed.DUPLICATE
     assert recorder.events == [(EventType.ACKED, "m0")]
     # One delivery callback whose watermark covers m1 and m2 (sent later): m1 now, m2 as soon as its send returns.
     covering = _watermark("R", 3_500)
     assert router.route(covering)[0] is Routed.RESOLVED
-    await _until(lambda: platform.pending is not None and platform.pending[0] == "m2")
+    await eventually(
+        lambda: platform.pending is not None and platform.pending[0] == "m2", 5, "the room loop got there", every=0
+    )
     assert router.route(covering)[0] is Routed.EARLY, "before m2's send returned: kept for it"
     await _answer(platform, "m2", SendResult("mid.2", sent_at_ms=3_000))
-    await _until(lambda: len(recorder.events) == 3)
+    await eventually(lambda: len(recorder.events) == 3, 5, "the room loop got there", every=0)
     assert recorder.events == [(EventType.ACKED, "m0"), (EventType.ACKED, "m1"), (EventType.ACKED, "m2")]
     await rooms.close()
 
@@ -96,7 +100,7 @@ async def test_a_synchronous_platform_sends_the_next_message_when_the_previous_s
     _enqueue(rooms, part, "telegram", 3)
     for n in range(3):
         await _answer(platform, f"m{n}", SendResult(str(100 + n)))
-    await _until(lambda: len(recorder.events) == 3)
+    await eventually(lambda: len(recorder.events) == 3, 5, "the room loop got there", every=0)
     assert recorder.events == [(EventType.ACKED, "m0"), (EventType.ACKED, "m1"), (EventType.ACKED, "m2")]
     assert router._waiting == {}, "nothing waited for a webhook"
     assert part.offsets.committable() == 3

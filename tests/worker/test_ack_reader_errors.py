@@ -7,8 +7,6 @@ is not marked caught up meanwhile. Here the error is made deterministic with a p
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -18,6 +16,7 @@ from inturn.kafka import make_consumer, partition_for
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.process import free_port
+from inturn_devtools.waiting import wait_until
 from inturn_worker.ack_reader import REBUILD_AFTER
 from inturn_worker.partition import Partition
 from tests.worker.harness import ack_of, ack_reader, publish_acks
@@ -93,14 +92,15 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
     reader.lookup_timeout_s = 1.0
 
     def read_until(count: int) -> None:
-        deadline = time.monotonic() + 30
-        while len(routed) < count:
-            assert time.monotonic() < deadline, f"only {routed} routed"
+        def step() -> bool:
             reader._retry_at = 0.0
             batch, _ = reader._step()
             for record in batch:
                 assert record.error() is None, record.error()
                 reader._handle(record)
+            return len(routed) >= count
+
+        wait_until(step, 30, lambda: f"{count} acks routed (have {routed})", every=0)
 
     try:
         reader.assign([Partition(first, lease_s=5)], since_ms=0)

@@ -11,6 +11,7 @@ import pytest
 
 from inturn.schemas import DeadLetter, EventType, decode
 from inturn.settings import KafkaSettings
+from inturn_devtools.waiting import eventually
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
@@ -20,7 +21,6 @@ from tests.worker.harness import (
     read_topic,
     running_worker,
     terminal_by_message,
-    wait_for,
     worker_settings,
 )
 
@@ -47,7 +47,7 @@ async def test_a_late_ack_is_recorded_and_never_releases_the_next_message(
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=1000)
     async with running_worker(settings):
         evts = await events(inturn_topics, expect_terminal=3)
-        await wait_for(lambda: len(platform.receipts) == 3, 20, "all sent")
+        await eventually(lambda: len(platform.receipts) == 3, 20, "all sent")
         while sum(1 for e in evts if e.type is EventType.LATE_ACK) < 2:
             evts = await events(inturn_topics)
     terminal = terminal_by_message(evts)
@@ -111,7 +111,7 @@ async def test_a_permanent_4xx_goes_to_the_dead_letter_topic_and_the_room_follow
     async with running_worker(settings):
         expected = 3 if policy == "skip" else 2
         evts = await events(inturn_topics, expect_terminal=expected)
-        await wait_for(lambda: len(platform.receipts) == expected - 1, 10, "sends done")
+        await eventually(lambda: len(platform.receipts) == expected - 1, 10, "sends done")
     terminal = terminal_by_message(evts)
     assert terminal["p0"] == [EventType.DEAD_LETTERED]
     assert terminal["q0"] == [EventType.ACKED]
@@ -120,7 +120,7 @@ async def test_a_permanent_4xx_goes_to_the_dead_letter_topic_and_the_room_follow
     else:
         assert "p1" not in terminal
         assert [r.message_id for r in platform.receipts] == ["q0"]
-    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, 4, expect=1)]
+    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, expect=1)]
     assert [(d.message_id, d.reason.split(":")[0]) for d in letters] == [("p0", "HTTP 400")]
     conn = await asyncpg.connect(pg_schema)
     try:
@@ -140,7 +140,7 @@ async def test_an_undecodable_message_goes_to_the_dead_letter_topic_and_the_loop
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
         await events(inturn_topics, expect_terminal=2)
-    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, 4, expect=1)]
+    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, expect=1)]
     assert len(letters) == 1
     assert letters[0].raw() == b"\xff not json at all"
     assert letters[0].reason.startswith("undecodable message: Message: record: Invalid JSON")
@@ -166,11 +166,11 @@ async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_
             async def u_checkpointed() -> bool:
                 return bool(await conn.fetchval("SELECT count(*) FROM room_cursors WHERE room_id = 'U'") == 1)
 
-            await wait_for(u_checkpointed, 20, "room U's cursor checkpointed")
+            await eventually(u_checkpointed, 20, "room U's cursor checkpointed")
         stored = await conn.fetch("SELECT room_id, reason FROM dead_letters")
     finally:
         await conn.close()
-    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, 4, expect=1)]
+    letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, expect=1)]
     assert [d.reason.split(":")[:3] for d in letters] == [["undecodable message", " Message", " room_id"]]
     assert letters[0].room_id == "N\x00ul"  # the dead-letter topic keeps the key as it was
     assert [(r["room_id"], r["reason"].startswith("undecodable message: Message: room_id")) for r in stored] == [

@@ -8,6 +8,7 @@ import pytest
 
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
+from inturn_devtools.waiting import eventually
 from inturn_worker.partition import Partition, holds_digest, message_digest
 from tests.worker.harness import (
     ScriptedPlatform,
@@ -17,7 +18,6 @@ from tests.worker.harness import (
     read_topic,
     running_worker,
     terminal_by_message,
-    wait_for,
     worker_settings,
 )
 
@@ -35,13 +35,13 @@ async def test_copies_written_again_at_later_offsets_reach_the_platform_once_als
     produce(inturn_topics, [message(room, m) for m in first])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
-        await wait_for(lambda: len(platform.receipts) == 3, 30, "d1, d2 and d3 sent")
-        await wait_for(lambda: _terminal_count(inturn_topics, 5), 30, "five terminal events", blocking=True)
+        await eventually(lambda: len(platform.receipts) == 3, 30, "d1, d2 and d3 sent")
+        await eventually(lambda: _terminal_count(inturn_topics, 5), 30, "five terminal events", blocking=True)
     # A new worker reads the room's recent ids from its cursor in PostgreSQL: a late copy of d3 is still known.
     second = ids("d3", "d4")
     produce(inturn_topics, [message(room, m) for m in second])
     async with running_worker(settings):
-        await wait_for(lambda: len(platform.receipts) == 4, 30, "d4 sent")
+        await eventually(lambda: len(platform.receipts) == 4, 30, "d4 sent")
         evts = await events(inturn_topics, expect_terminal=7)
 
     assert platform.order() == {room: ids("d1", "d2", "d3", "d4")}
@@ -57,7 +57,7 @@ async def test_copies_written_again_at_later_offsets_reach_the_platform_once_als
 
 
 def _terminal_count(settings: KafkaSettings, expected: int) -> bool:
-    values = read_topic(settings, settings.topic_events, settings.topic_partitions, expect=expected, timeout=2)
+    values = read_topic(settings, settings.topic_events, expect=expected, timeout=2)
     return len(values) >= expected
 
 

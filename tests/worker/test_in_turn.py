@@ -8,6 +8,7 @@ import pytest
 
 from inturn.schemas import TERMINAL_EVENTS, EventType
 from inturn.settings import KafkaSettings
+from inturn_devtools.waiting import eventually
 from tests.worker.harness import (
     ScriptedPlatform,
     committed,
@@ -16,7 +17,6 @@ from tests.worker.harness import (
     produce,
     running_worker,
     terminal_by_message,
-    wait_for,
     worker_settings,
 )
 
@@ -32,7 +32,7 @@ async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent
     produce(inturn_topics, [message(label[0], f"{test_id}-{label}", recipient=label[0]) for label in queue])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=2000)
     async with running_worker(settings):
-        await wait_for(lambda: len(platform.receipts) == len(queue), 30, "every message sent")
+        await eventually(lambda: len(platform.receipts) == len(queue), 30, "every message sent")
     order = platform.order()
     assert order == {
         "A": [f"{test_id}-A7", f"{test_id}-A6", f"{test_id}-A5"],
@@ -79,9 +79,9 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
     # 2 s: an ack 20 ms after its send must not time out on a loaded machine (each lost one costs its room 2 s).
     settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=2000)
     async with running_worker(settings):
-        await wait_for(lambda: len(platform.receipts) == len(produced), 60, "every message sent")
+        await eventually(lambda: len(platform.receipts) == len(produced), 60, "every message sent")
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(produced)))
-        await wait_for(
+        await eventually(
             lambda: committed(inturn_topics, group) == len(produced), 20, "committed offsets at the end", blocking=True
         )
     assert platform.order() == {room: [f"{room}-{n}" for n in range(per_room)] for room in rooms}
@@ -103,7 +103,7 @@ async def test_a_room_never_acked_does_not_hold_back_a_thousand_messages_of_othe
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=10_000)
     async with running_worker(settings):
         started = asyncio.get_running_loop().time()
-        await wait_for(lambda: len(platform.receipts) == len(others) + 1, 30, "all other rooms delivered")
+        await eventually(lambda: len(platform.receipts) == len(others) + 1, 30, "all other rooms delivered")
         # The silent room sent its first message and waits; it has not reached its second.
         assert asyncio.get_running_loop().time() - started < 10
         assert [r.message_id for r in platform.receipts if r.room_id == "slow"] == ["slow-0"]

@@ -71,7 +71,7 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
     assert await asyncio.to_thread(main, ["dlq", "list"]) == 0
     assert capsys.readouterr().out == ""
     republished = [
-        decode(Message, v).message_id for v in read_topic(inturn_topics, inturn_topics.topic_messages, 4, expect=4)
+        decode(Message, v).message_id for v in read_topic(inturn_topics, inturn_topics.topic_messages, expect=4)
     ]
     assert republished == ["b0", "b1", "b2", "b0"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
 
 from inturn.errors import PermanentPlatformError
 from inturn.platforms import PreparedSend, SendResult
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter
 from inturn_worker.health import describe
 from inturn_worker.partition import Entry, Partition
@@ -58,14 +58,6 @@ def _enqueue(rooms: Rooms, part: Partition, count: int) -> list[Entry]:
     return entries
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    for _ in range(10_000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the room loop never got there")
-
-
 async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_order() -> None:
     platform = Counting(refuse_head=False)
     part = Partition(0, lease_s=60)
@@ -74,14 +66,14 @@ async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_o
     part.renew()
     part.mark_acks_ready()
     entries = _enqueue(rooms, part, 7)
-    await _until(lambda: platform.pending is not None)
+    await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert platform.rendered == ["m0"], "nothing behind the head is rendered before the head's send"
     assert [e.prepared is not None for e in entries[:2]] == [True, False]
     assert platform.pending is not None
     body, answer = platform.pending
     assert body == "m0"
     answer.set_result(SendResult("wamid.0"))
-    await _until(lambda: entries[1].prepared is not None)
+    await eventually(lambda: entries[1].prepared is not None, 5, "the room loop got there", every=0)
     # The head awaits its ack; the 4 messages behind it (INTURN_WORKER_PREPARE_AHEAD) are ready to go.
     assert platform.rendered == ["m0", "m1", "m2", "m3", "m4"]
     assert [e.prepared.body for e in entries[1:5] if isinstance(e.prepared, PreparedSend)] == [
@@ -106,13 +98,13 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     part.renew()
     part.mark_acks_ready()
     (entry,) = _enqueue(rooms, part, 1)
-    await _until(lambda: platform.pending is not None)
+    await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert isinstance(entry.prepared, PreparedSend)
     rendered = weakref.ref(entry.prepared)
     _, answer = platform.pending  # type: ignore[misc]
     answer.set_result(SendResult("wamid.0"))
-    await _until(lambda: platform.pending is None and entry.prepared is None)
-    await _until(lambda: rendered() is None)
+    await eventually(lambda: platform.pending is None and entry.prepared is None, 5, "the room loop got there", every=0)
+    await eventually(lambda: rendered() is None, 5, "the room loop got there", every=0)
     assert recorder.events == [], "m0 was sent and still awaits its ack: its one event comes with its outcome"
     assert (describe({0: part}, "R") or {}).get("in_flight") is True
     await rooms.close()
@@ -127,7 +119,7 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     part.renew()
     part.mark_acks_ready()
     _enqueue(rooms, part, 1)
-    await _until(lambda: platform.pending is not None)
+    await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert rooms.stuck() == 0
     part.rooms["R"].head_since -= 0.15  # waited 150 ms: more than its ack timeout, less than twice
     assert rooms.stuck() == 0
@@ -146,14 +138,16 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     part.renew()
     part.mark_acks_ready()
     (first,) = _enqueue(rooms, part, 1)
-    await _until(lambda: platform.pending is not None)
+    await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
-    await _until(lambda: part.rooms["R"].wakeup is not None)  # m0 done: the loop waits for the room's next one
+    await eventually(
+        lambda: part.rooms["R"].wakeup is not None, 5, "the room loop got there", every=0
+    )  # m0 done: the loop waits for the room's next one
     loop_task = part.rooms["R"].task
     message = _message(1)
     part.offsets.consumed(1)
     rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
-    await _until(lambda: platform.pending is not None)
+    await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"
     platform.pending[1].set_result(SendResult("wamid.1"))  # type: ignore[index]
     assert loop_task is not None

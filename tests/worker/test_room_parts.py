@@ -96,7 +96,7 @@ async def test_an_event_record_carries_every_field_of_the_event_schema(inturn_to
         detail="sent",
     )
     assert await log.confirm(wait_s=20)
-    (raw,) = read_topic(settings, settings.topic_events, settings.topic_partitions, expect=1)
+    (raw,) = read_topic(settings, settings.topic_events, expect=1)
     assert set(orjson.loads(raw)) == set(Event.__struct_fields__)  # written whole, not left to the model's defaults
     event = decode(Event, raw)
     assert (event.type, event.room_id, event.message_id, event.platform, event.partition, event.offset) == (

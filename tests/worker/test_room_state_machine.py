@@ -25,6 +25,7 @@ from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition
@@ -128,19 +129,18 @@ class RoomMachine(RuleBasedStateMachine):
         """Run the loop until the room waits on the platform: a send to answer, an ack to give, or done.
 
         (A retry's backoff sleeps for real, so this waits for a state, not for a number of steps.)"""
-        deadline = self.loop.time() + 5
-        while self.loop.time() < deadline:
+
+        async def waiting_or_done() -> bool:
             await asyncio.sleep(0)
             self._checkpoint_round()
             room = self.part.rooms.get("R")
             idle = room is not None and room.wakeup is not None  # its loop waits for a next message
             running = not idle and any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
-            if not running or self.platform.pending is not None or self._in_flight() is not None:
-                for _ in range(20):  # let callbacks of the state just reached run out
-                    await asyncio.sleep(0)
-                return
-            await asyncio.sleep(0.0005)
-        raise AssertionError("the room neither finished nor waited on the platform")
+            return not running or self.platform.pending is not None or self._in_flight() is not None
+
+        await eventually(waiting_or_done, 5, "the room finished or waiting on the platform", every=0.0005)
+        for _ in range(20):  # let callbacks of the state just reached run out
+            await asyncio.sleep(0)
 
     def _checkpoint_round(self) -> None:
         """What the worker's checkpoint does for the partition when a round succeeds."""

@@ -8,6 +8,14 @@ from typing import Any
 import asyncpg
 
 
+async def owned_partitions(conn: asyncpg.Connection, messages_topic: str, owner: str) -> set[int]:
+    """The partitions of ``messages_topic`` whose current epoch belongs to worker ``owner``."""
+    rows = await conn.fetch(
+        "SELECT partition FROM partition_epochs WHERE messages_topic = $1 AND owner = $2", messages_topic, owner
+    )
+    return {int(r["partition"]) for r in rows}
+
+
 async def room_state(conn: asyncpg.Connection, messages_topic: str, room_id: str) -> dict[str, Any]:
     """The room's rows: ``partitions_known`` (partitions ever claimed), ``cursor``, ``owner`` (of the cursor's
     partition), ``blocked`` and ``dead_letters``, each a record or None (a list for dead letters)."""
