@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -26,6 +27,7 @@ from aiohttp import web
 
 from inturn.schemas import encode_callback_data
 from inturn_devtools.process import free_port
+from inturn_devtools.waiting import eventually
 
 RECIPIENTS = 25_000
 NUMBERS = 10  # phone_number_ids the sends are spread over
@@ -133,26 +135,26 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 async def _wait_ready(url: str, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
     async with aiohttp.ClientSession() as session:
-        while True:
+
+        async def ready() -> bool:
+            async with session.get(url) as answer:
+                return answer.status == 200
+
+        async def answered() -> bool:
             try:
-                async with session.get(url) as answer:
-                    if answer.status == 200:
-                        return
+                return await ready()
             except aiohttp.ClientConnectionError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{url} not ready after {within}s")
-            await asyncio.sleep(0.05)
+                return False  # not listening yet
+
+        await eventually(answered, within, f"{url} ready")
 
 
-async def _drain(condition: Any, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
+async def _drain(condition: Callable[[], bool], within: float) -> bool:
+    try:
+        await eventually(condition, within, "every callback")
+    except TimeoutError:
+        return False
     return True
 
 
