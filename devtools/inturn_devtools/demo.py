@@ -44,6 +44,9 @@ SIM = {
     "INTURN_SIM_LATENCY_MAX_MS": "1500",
     "INTURN_SIM_DROP_RATE": "0.12",
 }
+#: Twilio calls back once per status, each a request of its own, from many connections at once; 8 senders
+#: one status at a time cannot keep up with the demo's rate, and the acks would come seconds late.
+SIM_PER_PLATFORM = {"twilio": {"INTURN_SIM_CALLBACK_CONCURRENCY": "64"}}
 WORKER = {
     "INTURN_WORKER_ACK_TIMEOUT_MS": "2000",
     "INTURN_WORKER_FIXED_DELAY_MS": "250",
@@ -118,7 +121,7 @@ def _run_mode(
         pg_dsn,
         workdir / mode,
         group=f"inturn-demo-{run_id}",
-        sim=SIM,
+        sim={**SIM, **SIM_PER_PLATFORM.get(platform, {})},
         worker={**WORKER, "INTURN_WORKER_MODE": mode},
         platform=platform,
     )
