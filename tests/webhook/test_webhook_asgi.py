@@ -3,6 +3,7 @@ answer before Kafka is involved, and that FastAPI's documented route for them an
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 from typing import Any
@@ -22,7 +23,7 @@ from inturn import schemas
 from inturn.schemas import DeadLetter
 from inturn.settings import KafkaSettings
 from inturn_webhook import create_app
-from inturn_webhook.app import WebhookApp
+from inturn_webhook.app import GC_YOUNG_THRESHOLD, WebhookApp, settle_heap
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.signature import Secret, SignatureError, sign, verify
 
@@ -300,3 +301,14 @@ async def test_a_dead_lettered_body_is_answered_the_same_through_fastapis_docume
     }
     letters = read_topic(webhook.settings, webhook.settings.topic_dlq, 2)
     assert [schemas.decode(DeadLetter, value).raw() for _, _, value in letters] == [data, data]
+
+
+def test_the_served_application_leaves_start_up_objects_out_of_garbage_collection() -> None:
+    threshold = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import time
 from collections.abc import AsyncIterator
@@ -358,4 +359,25 @@ def app_from_env() -> WebhookApp:
 
     cfg = load(WebhookSettings)
     logs.configure(cfg.log_format, cfg.log_level)
-    return create_app(cfg)
+    app = create_app(cfg)
+    settle_heap()
+    return app
+
+
+#: Allocations between two young-generation collections (CPython's default: 700).
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """Tune the cyclic garbage collector for serving, once the application is built (``app_from_env``).
+
+    What start-up built (modules, FastAPI's routes and models) lives as long as the process: ``gc.freeze``
+    moves it out of every later collection. A callback waits tens of milliseconds for Kafka with its objects
+    alive, so with hundreds in flight the default young threshold (700 allocations) ran a collection every
+    few requests and promoted waiting requests' objects to older generations, whose collections then scanned
+    them again: measured in the webhook benchmark (4 alternating rounds, load 15-17), 191 against 237 µs of
+    CPU per single-status callback. Memory is not at stake: ``GC_YOUNG_THRESHOLD`` allocations at most wait.
+    """
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
