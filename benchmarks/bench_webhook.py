@@ -174,7 +174,7 @@ class Server:
         }
         if batch:
             result |= {"statuses": n * batch, "statuses_per_s": round(n * batch / seconds_run, 1)}
-        if waits:
+        if batch and waits:  # (a probe run only sees the previous run's last requests confirmed)
             result["kafka_confirm_ms_mean"] = round(waited / waits * 1000, 2)
         print(f"  {self.name} {name}: {result}", flush=True)
         return result
