@@ -375,8 +375,9 @@ def settle_heap() -> None:
     moves it out of every later collection. A callback waits tens of milliseconds for Kafka with its objects
     alive, so with hundreds in flight the default young threshold (700 allocations) ran a collection every
     few requests and promoted waiting requests' objects to older generations, whose collections then scanned
-    them again: measured in the webhook benchmark (4 alternating rounds, load 15-17), 191 against 237 µs of
-    CPU per single-status callback. Memory is not at stake: ``GC_YOUNG_THRESHOLD`` allocations at most wait.
+    them again: measured as the webhook benchmark drives it (4 rounds, order alternated, load 8-13), 255
+    against 295 µs of CPU per single-status callback. Memory is not at stake: ``GC_YOUNG_THRESHOLD``
+    allocations at most wait.
     """
     gc.freeze()
     _, older, oldest = gc.get_threshold()
