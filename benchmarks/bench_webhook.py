@@ -1,33 +1,42 @@
-"""Webhook throughput: statuses/s of one webhook process, Kafka publish and confirmation included.
+"""Webhook throughput: callbacks/s of one webhook process against the same server's bare request rate.
 
-Starts its own Kafka broker (``LocalKafka``), then, one after the other, the same webhook application
-(one process) under each candidate server: ``inturn webhook`` (uvicorn with uvloop and httptools, what
-production runs), uvicorn with h11, and granian when it is installed. Each is driven over real HTTP from
-this process with aiohttp:
+Starts its own Kafka broker (``LocalKafka``), then, one after the other, the same webhook application (one
+process) under each candidate server: ``inturn webhook`` (uvicorn with uvloop and httptools, what production
+runs), uvicorn with h11, and granian when it is installed. The load comes from ``wrk`` (C, one thread,
+``CONNECTIONS`` keep-alive connections, ``BATCHED_CONNECTIONS`` for batched callbacks, each sending its next
+request as soon as the answer came), which sends pre-signed requests read from a file
+(``benchmarks/wrk_requests.lua``), so the generator costs little CPU (reported: ``wrk_cpu_us``) and keeps
+enough requests in flight that the server, not the wait for Kafka's confirmation, sets the rate.
+Per server, in rounds (A/B/C, A/B/C, ...):
 
-- ``baseline``: ``GET /healthz``, the same server's bare HTTP round trip (no work), measured before and
-  after the callbacks and pooled;
-- ``single``: one status per callback (how platforms call: once per status);
-- ``batched`` (``inturn webhook`` only): signed Meta callbacks carrying many statuses each.
+- ``baseline_healthz``: ``GET /healthz``, answered as plain ASGI before FastAPI: the cheapest answer the
+  server gives, its bare HTTP round trip; the ratio target is measured against it;
+- ``baseline_fastapi``: ``GET /readyz``, a FastAPI route (routing, a handler, a Response object), reported
+  beside it;
+- ``single``: one status per callback (how platforms call: once per status), each status a new one;
+- ``batched`` (``inturn webhook`` only, once): signed Meta callbacks carrying 100 statuses each.
 
-Every request is answered 200 only after Kafka confirmed its acks, and the acks topic is counted
-afterwards to prove every status was published once. Figures: wall-clock rates, and statuses per
-CPU-second of the webhook process (the machine is shared by broker, client and server, so the
-CPU-second figure is the fairer "per process" number).
+Every callback is answered 200 only after Kafka confirmed its acks; afterwards the acks topic is counted to
+prove every answered status was published (at most the requests still in flight when wrk stopped are
+published unanswered). Figures: wall-clock rates, server CPU per request (/proc, every thread of the
+webhook process, librdkafka's included), wrk's CPU per request, and the mean wait for Kafka's confirmation
+(the webhook's own histogram).
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
+import json
 import os
+import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 from confluent_kafka import TopicPartition
@@ -42,8 +51,16 @@ from inturn_devtools.process import free_port
 from inturn_webhook.signature import sign
 
 SECRET = "bench-secret"  # noqa: S105 - signs the benchmark's own requests to its own throwaway server
-CONCURRENCY = 32  # requests in flight, as a platform delivering callbacks in parallel
+CONNECTIONS = 256  # requests in flight: a platform delivering callbacks in parallel
+BATCHED_CONNECTIONS = 32  # 100 statuses each: 3,200 in flight already
 ROOMS = 2000
+BATCH = 100  # statuses per batched callback
+#: Requests prepared per second of a run, above any rate one process reaches here (a run that would wrap
+#: around its file and replay statuses fails instead).
+SINGLE_PER_S = 12_000
+BATCHED_PER_S = 600
+LUA = Path(__file__).with_name("wrk_requests.lua")
+CONFIRM = "inturn_webhook_kafka_confirm_seconds"
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -69,25 +86,102 @@ def _payload(first: int, count: int) -> bytes:
     return orjson.dumps({"object": "whatsapp_business_account", "entry": [{"changes": [{"value": value}]}]})
 
 
-async def _drive(url: str, bodies: list[bytes], method: str = "POST") -> tuple[float, int]:
-    """Send every body with ``CONCURRENCY`` requests in flight; (seconds, non-200 answers)."""
-    queue = list(reversed(bodies))
-    failures = 0
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector) as session:
+def _callbacks(path: Path, first: int, requests: int, batch: int) -> Path:
+    """``requests`` signed callbacks of ``batch`` new statuses each, from status ``first`` on, for wrk."""
+    with path.open("wb") as out:
+        for i in range(requests):
+            body = _payload(first + i * batch, batch)
+            out.write(
+                b"POST\t/webhooks/whatsapp\tX-Hub-Signature-256\t%s\t%s\n"
+                % (sign(body, SECRET.encode()).encode(), body)
+            )
+    return path
 
-        async def worker() -> None:
-            nonlocal failures
-            while queue:
-                body = queue.pop()
-                headers = {"X-Hub-Signature-256": sign(body, SECRET.encode()), "Content-Type": "application/json"}
-                async with session.request(method, url, data=body or None, headers=headers) as response:
-                    await response.read()
-                    failures += response.status != 200
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
-        return time.perf_counter() - started, failures
+def _wrk(url: str, requests: Path, seconds: int, connections: int) -> dict[str, Any]:
+    """One wrk run; its summary, and its own CPU seconds (loading the file included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(LUA),
+            url,
+            "--",
+            str(requests),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    summary["wrk_cpu_s"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return summary
+
+
+def _confirmations(base: str) -> tuple[float, float]:
+    """(requests that waited for Kafka, seconds they waited) so far, from the webhook's /metrics."""
+    found = {"count": 0.0, "sum": 0.0}
+    for line in httpx.get(f"{base}/metrics", timeout=10).text.splitlines():
+        for kind in found:
+            if line.startswith(f"{CONFIRM}_{kind} "):
+                found[kind] = float(line.split()[1])
+    return found["count"], found["sum"]
+
+
+class Server:
+    """One webhook process under one server, and what the runs against it sent."""
+
+    def __init__(self, name: str, command: list[str], settings: KafkaSettings, port: int) -> None:
+        self.name = name
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc = _start_webhook(settings, port, command)
+        self.answered = 0  # statuses answered 200
+        self.unanswered = 0  # at most this many more were in flight when a run stopped
+
+    def run(self, name: str, path: str, requests: Path, lines: int, seconds: int, batch: int) -> dict[str, Any]:
+        """wrk against ``path`` for ``seconds``; figures per request."""
+        cpu0, confirmed0 = _cpu_seconds(self.proc.pid), _confirmations(self.base)
+        connections = BATCHED_CONNECTIONS if batch > 1 else CONNECTIONS
+        summary = _wrk(self.base + path, requests, seconds, connections)
+        cpu, confirmed = _cpu_seconds(self.proc.pid) - cpu0, _confirmations(self.base)
+        n = summary["requests"]
+        if any(summary["errors"].values()) or not n:
+            raise RuntimeError(f"{self.name} {name}: {n} requests, errors {summary['errors']}")
+        if n + connections > lines:
+            raise RuntimeError(f"{self.name} {name}: {n} requests of {lines} prepared: raise SINGLE_PER_S")
+        if batch:
+            self.answered += n * batch
+            self.unanswered += connections * batch
+        waits, waited = confirmed[0] - confirmed0[0], confirmed[1] - confirmed0[1]
+        seconds_run = summary["duration_us"] / 1e6
+        result = {
+            "requests": n,
+            "seconds": round(seconds_run, 3),
+            "requests_per_s": round(n / seconds_run, 1),
+            "server_cpu_s": round(cpu, 3),
+            "server_cpu_us": round(cpu / n * 1e6, 1),
+            "wrk_cpu_us": round(summary["wrk_cpu_s"] / n * 1e6, 1),
+            "latency_p50_ms": round(summary["latency_p50_us"] / 1000, 1),
+            "latency_p99_ms": round(summary["latency_p99_us"] / 1000, 1),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+        }
+        if batch:
+            result |= {"statuses": n * batch, "statuses_per_s": round(n * batch / seconds_run, 1)}
+        if batch and waits:  # (a probe run only sees the previous run's last requests confirmed)
+            result["kafka_confirm_ms_mean"] = round(waited / waits * 1000, 2)
+        print(f"  {self.name} {name}: {result}", flush=True)
+        return result
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
 
 
 def _acks_published(settings: KafkaSettings) -> int:
@@ -139,81 +233,76 @@ def _start_webhook(settings: KafkaSettings, port: int, command: list[str]) -> su
     raise RuntimeError("webhook not ready in 60 s")
 
 
-def _scenario(name: str, proc: subprocess.Popen[bytes], url: str, bodies: list[bytes], statuses: int) -> dict[str, Any]:
-    cpu_before = _cpu_seconds(proc.pid)
-    seconds, failures = asyncio.run(_drive(url, bodies, "GET" if name == "baseline" else "POST"))
-    cpu = _cpu_seconds(proc.pid) - cpu_before
-    if failures:
-        raise RuntimeError(f"{name}: {failures} requests not answered 200")
-    result = {
-        "requests": len(bodies),
-        "seconds": round(seconds, 3),
-        "requests_per_s": round(len(bodies) / seconds, 1),
-        "server_cpu_s": round(cpu, 3),
-        "requests_per_server_cpu_s": round(len(bodies) / cpu, 1) if cpu else None,
-    }
-    if statuses:
-        result |= {
-            "statuses": statuses,
-            "statuses_per_s": round(statuses / seconds, 1),
-            "statuses_per_server_cpu_s": round(statuses / cpu, 1) if cpu else None,
-        }
-    print(f"  {name}: {result}", flush=True)
-    return result
-
-
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Baseline runs as one: requests over their summed time and CPU."""
+    """Runs of one kind as one: requests over their summed time and CPU; each run's rate in order."""
     requests = sum(r["requests"] for r in runs)
     seconds = sum(r["seconds"] for r in runs)
     cpu = sum(r["server_cpu_s"] for r in runs)
-    return {
+    pooled: dict[str, Any] = {
         "requests": requests,
         "seconds": round(seconds, 3),
         "requests_per_s": round(requests / seconds, 1),
         "server_cpu_s": round(cpu, 3),
-        "requests_per_server_cpu_s": round(requests / cpu, 1) if cpu else None,
+        "server_cpu_us": round(cpu / requests * 1e6, 1),
+        "wrk_cpu_us": round(sum(r["wrk_cpu_us"] * r["requests"] for r in runs) / requests, 1),
         "requests_per_s_runs": [r["requests_per_s"] for r in runs],
+        "server_cpu_us_runs": [r["server_cpu_us"] for r in runs],
+        "load_average_1m_runs": [r["load_average_1m"] for r in runs],
     }
+    if all("statuses" in r for r in runs):
+        statuses = sum(r["statuses"] for r in runs)
+        pooled |= {"statuses": statuses, "statuses_per_s": round(statuses / seconds, 1)}
+    if confirms := [r["kafka_confirm_ms_mean"] for r in runs if "kafka_confirm_ms_mean" in r]:
+        pooled["kafka_confirm_ms_mean_runs"] = confirms
+    return pooled
 
 
-def _serve(
-    server: str, command: list[str], settings: KafkaSettings, port: int, first: int, sizes: dict[str, int]
-) -> tuple[dict[str, Any], int]:
-    """One server: /healthz, single-status callbacks, /healthz again (the baseline on both sides of the
-    callbacks, so a change in the machine's load shows), batched callbacks when ``sizes["batched"]``.
-    Returns the figures and the number of statuses published."""
-    print(f" server {server}", flush=True)
-    proc = _start_webhook(settings, port, command)
-    base = f"http://127.0.0.1:{port}"
-    hook = f"{base}/webhooks/whatsapp"
-    batch = sizes["batch"]
-    try:
-        # Warm-up: connections, producer id, metadata of every partition.
-        asyncio.run(_drive(hook, [_payload(first + i * batch, batch) for i in range(20)]))
-        published = 20 * batch
-        first += published
-        before = _scenario("baseline", proc, f"{base}/healthz", [b""] * (sizes["baseline"] // 2), 0)
-        single = _scenario(
-            "single", proc, hook, [_payload(first + i, 1) for i in range(sizes["single"])], sizes["single"]
+class Files:
+    """The request files every server is driven with (the same statuses for each: every server is a new
+    process, with no memory of what another published)."""
+
+    def __init__(self, workdir: Path, seconds: int, rounds: int) -> None:
+        def fixed(name: str, path: str) -> Path:
+            file = workdir / name
+            file.write_text(f"GET\t{path}\t\t\t\n")
+            return file
+
+        self.seconds = seconds
+        self.healthz, self.readyz = fixed("healthz", "/healthz"), fixed("readyz", "/readyz")
+        self.single_lines = int(SINGLE_PER_S * seconds) + CONNECTIONS
+        self.warm = _callbacks(workdir / "warm", 1, self.single_lines, 1)
+        self.single = [_callbacks(workdir / f"single{r}", 10**7 * (r + 1), self.single_lines, 1) for r in range(rounds)]
+        self.batched_lines = int(BATCHED_PER_S * seconds) + BATCHED_CONNECTIONS
+        self.batched = _callbacks(workdir / "batched", 10**9, self.batched_lines, BATCH)
+
+
+def _serve(server: Server, files: Files, batched: bool) -> dict[str, Any]:
+    """One server: rounds of /healthz, /readyz and single-status callbacks, then batched callbacks if asked."""
+    seconds = files.seconds
+    server.run("warm-up", "/webhooks/whatsapp", files.warm, files.single_lines, seconds, 1)
+    runs: dict[str, list[dict[str, Any]]] = {"healthz": [], "fastapi": [], "single": []}
+    for callbacks in files.single:
+        runs["healthz"].append(server.run("healthz", "/healthz", files.healthz, 1 << 62, seconds, 0))
+        runs["fastapi"].append(server.run("readyz", "/readyz", files.readyz, 1 << 62, seconds, 0))
+        runs["single"].append(server.run("single", "/webhooks/whatsapp", callbacks, files.single_lines, seconds, 1))
+    healthz, fastapi, single = (_pooled(runs[kind]) for kind in ("healthz", "fastapi", "single"))
+    result: dict[str, Any] = {
+        "baseline_healthz": healthz,
+        "baseline_fastapi": fastapi,
+        "single": single | {"statuses_per_s": single["requests_per_s"]},
+        "single_vs_baseline_request_ratio": round(single["requests_per_s"] / healthz["requests_per_s"], 3),
+        "single_vs_fastapi_request_ratio": round(single["requests_per_s"] / fastapi["requests_per_s"], 3),
+        "single_vs_baseline_ratio_runs": [
+            round(s["requests_per_s"] / h["requests_per_s"], 3)
+            for s, h in zip(runs["single"], runs["healthz"], strict=True)
+        ],
+        "single_vs_baseline_cpu_ratio": round(single["server_cpu_us"] / healthz["server_cpu_us"], 3),
+    }
+    if batched:
+        result["batched"] = _pooled(
+            [server.run("batched", "/webhooks/whatsapp", files.batched, files.batched_lines, seconds, BATCH)]
         )
-        first += sizes["single"]
-        published += sizes["single"]
-        after = _scenario("baseline", proc, f"{base}/healthz", [b""] * (sizes["baseline"] // 2), 0)
-        baseline = _pooled([before, after])
-        result: dict[str, Any] = {
-            "baseline_healthz": baseline,
-            "single": single,
-            "single_vs_baseline_request_ratio": round(single["requests_per_s"] / baseline["requests_per_s"], 3),
-        }
-        if count := sizes["batched"]:
-            bodies = [_payload(first + i * batch, batch) for i in range(count)]
-            result["batched"] = _scenario("batched", proc, hook, bodies, count * batch)
-            published += count * batch
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    return result, published
+    return result
 
 
 #: The servers measured side by side, the first one being what ``inturn webhook`` runs.
@@ -221,44 +310,65 @@ SERVERS = ("uvicorn_httptools", "uvicorn_h11", "granian")
 
 
 def run(quick: bool) -> dict[str, Any]:
-    """Every candidate server against the same fresh broker: bare /healthz, one and many statuses per callback."""
-    sizes = {"batch": 100, "baseline": 2000 if quick else 8000, "single": 1000 if quick else 8000}
+    """Every candidate server against the same fresh broker: bare requests, one and many statuses per callback."""
+    if shutil.which("wrk") is None:
+        raise RuntimeError("wrk is not installed (scripts/setup-system.sh installs it: apt-get install wrk)")
+    seconds, rounds = (2, 1) if quick else (5, 3)
     servers: dict[str, Any] = {}
-    published = 0
-    with LocalKafka() as broker:
-        settings = KafkaSettings(kafka_bootstrap=broker.bootstrap, topic_partitions=12)
-        topics.create(make_admin(settings), settings)
-        for i, server in enumerate(SERVERS):
-            command = _server_command(server, port := free_port())
-            if command is None:
-                servers[server] = {"skipped": "not installed"}
-                continue
-            product = {**sizes, "batched": (60 if quick else 400) if i == 0 else 0}
-            servers[server], count = _serve(server, command, settings, port, 10**7 * (i + 1), product)
-            published += count
-        on_topic = _acks_published(settings)
-    if on_topic != published:
-        raise RuntimeError(f"acks topic holds {on_topic} records, expected {published}")
+    answered = unanswered = 0
+    workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-webhook-"))
+    try:
+        files = Files(workdir, seconds, rounds)
+        with LocalKafka() as broker:
+            settings = KafkaSettings(kafka_bootstrap=broker.bootstrap, topic_partitions=12)
+            topics.create(make_admin(settings), settings)
+            for i, name in enumerate(SERVERS):
+                command = _server_command(name, port := free_port())
+                if command is None:
+                    servers[name] = {"skipped": "not installed"}
+                    continue
+                print(f" server {name}", flush=True)
+                server = Server(name, command, settings, port)
+                try:
+                    servers[name] = _serve(server, files, batched=i == 0)
+                finally:
+                    server.stop()
+                answered += server.answered
+                unanswered += server.unanswered
+            on_topic = _acks_published(settings)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if not answered <= on_topic <= answered + unanswered:
+        raise RuntimeError(
+            f"acks topic holds {on_topic} records; {answered} statuses answered (+{unanswered} in flight)"
+        )
     ours = servers[SERVERS[0]]
     return {
         "setup": {
-            "concurrency": CONCURRENCY,
-            "statuses_per_batched_request": sizes["batch"],
+            "generator": f"wrk, 1 thread, {CONNECTIONS} connections, {seconds:g} s a run, {rounds} round(s)",
+            "connections": CONNECTIONS,
+            "connections_batched": BATCHED_CONNECTIONS,
+            "baseline": "GET /healthz answered as plain ASGI before FastAPI (the cheapest answer the server gives)",
+            "baseline_fastapi": "GET /readyz, a FastAPI route",
+            "statuses_per_batched_request": BATCH,
             "partitions": 12,
             "webhook_workers": 1,
             "server": SERVERS[0],
-            "acks_verified_on_topic": on_topic,
-            "note": "broker, webhook and load generator share this machine's CPUs",
+            "acks_on_topic": on_topic,
+            "statuses_answered": answered,
+            "note": "broker, webhook and wrk share this machine's CPUs",
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             "cpus": len(os.sched_getaffinity(0)),
         },
         "baseline_healthz": ours["baseline_healthz"],
+        "baseline_fastapi": ours["baseline_fastapi"],
         "batched": ours["batched"],
         "single": ours["single"],
         "servers": {name: _summary(result) for name, result in servers.items()},
         "target_statuses_per_s": 5000,
         "batched_statuses_per_s_vs_target": round(ours["batched"]["statuses_per_s"] / 5000, 2),
         "single_vs_baseline_request_ratio": ours["single_vs_baseline_request_ratio"],
+        "single_vs_fastapi_request_ratio": ours["single_vs_fastapi_request_ratio"],
         "target_single_vs_baseline": 0.6,
         "target_single_per_s": 4000,
         "code": code_version(),
@@ -269,11 +379,14 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     """A server's figures side by side with the others' (rates and server CPU per request)."""
     if "skipped" in result:
         return result
-    baseline, single = result["baseline_healthz"], result["single"]
+    baseline, fastapi, single = result["baseline_healthz"], result["baseline_fastapi"], result["single"]
     return {
         "healthz_requests_per_s": baseline["requests_per_s"],
-        "healthz_server_cpu_us": round(baseline["server_cpu_s"] / baseline["requests"] * 1e6, 1),
+        "healthz_server_cpu_us": baseline["server_cpu_us"],
+        "fastapi_requests_per_s": fastapi["requests_per_s"],
+        "fastapi_server_cpu_us": fastapi["server_cpu_us"],
         "single_callbacks_per_s": single["requests_per_s"],
-        "single_server_cpu_us": round(single["server_cpu_s"] / single["requests"] * 1e6, 1),
+        "single_server_cpu_us": single["server_cpu_us"],
         "single_vs_baseline_request_ratio": result["single_vs_baseline_request_ratio"],
+        "single_vs_fastapi_request_ratio": result["single_vs_fastapi_request_ratio"],
     }

@@ -10,7 +10,8 @@ the send itself: the worker against it is everything else the worker does per me
 for the ack, record the outcome, commit).
 
 Everything is a separate process (simulator, webhook, worker, bare clients) so each one's CPU time is its own,
-read from /proc (the worker) or getrusage (the bare clients).
+read from /proc (the worker, and the webhook: its CPU per delivered message, every status callback of the
+run's messages, over the same window as the worker's) or getrusage (the bare clients).
 
 Records per delivered message are counted from the topics, not from the worker's counters: the records on the
 run's own events and dead-letter topics (nothing but the worker writes there in this run) over the messages it
@@ -53,11 +54,11 @@ def _scenario(
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
     line.start_sim()
-    line.start_webhook()
+    webhook = line.start_webhook()
     worker = line.add_worker("w1")
     try:
         line.wait_balanced()
-        cpu0 = worker.cpu_seconds()
+        cpu0, webhook_cpu0 = worker.cpu_seconds(), webhook.cpu_seconds()
         t0 = time.monotonic()
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
         peak_rooms = 0.0
@@ -69,6 +70,7 @@ def _scenario(
             time.sleep(0.5)
         wall = time.monotonic() - t0
         cpu = worker.cpu_seconds() - cpu0
+        webhook_cpu = webhook.cpu_seconds() - webhook_cpu0  # every status callback of the run's messages
         rss, peak_rss = worker.rss_mb()
         report = line.report()
         records = records_on(settings, settings.topic_events) + records_on(settings, settings.topic_dlq)
@@ -81,6 +83,8 @@ def _scenario(
             "msgs_per_s": round(total / wall, 1),
             "worker_cpu_s": round(cpu, 3),
             "worker_cpu_us_per_message": round(cpu / total * 1e6, 1),
+            "webhook_cpu_s": round(webhook_cpu, 3),
+            "webhook_cpu_us_per_message": round(webhook_cpu / total * 1e6, 1),
             "worker_rss_mb": round(rss, 1),
             "worker_peak_rss_mb": round(peak_rss, 1),
             "peak_active_rooms": peak_rooms,
@@ -182,6 +186,8 @@ def _worker_total(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         "msgs_per_s": round(messages / wall_s, 1),
         "worker_cpu_s": round(cpu_s, 3),
         "worker_cpu_us_per_message": round(cpu_s / messages * 1e6, 1),
+        "webhook_cpu_us_per_message": round(sum(s["webhook_cpu_s"] for s in scenarios) / messages * 1e6, 1),
+        "webhook_cpu_us_per_message_runs": [s["webhook_cpu_us_per_message"] for s in scenarios],
         "records_written": sum(s["records_written"] for s in scenarios),
         "records_per_message": round(sum(s["records_written"] for s in scenarios) / messages, 3),
         "worker_rss_mb": max(s["worker_rss_mb"] for s in scenarios),

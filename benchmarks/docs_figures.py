@@ -136,6 +136,17 @@ def components(results: Results) -> list[str]:
                     source(w),
                 ]
             )
+        if (webhook := dig(w, "worker", "webhook_cpu_us_per_message")) is not None:
+            rows.append(
+                [
+                    "webhook CPU per delivered message (the scenarios' webhook, the worker's window)",
+                    f"{figure(webhook)} µs/msg{_runs(dig(w, 'worker', 'webhook_cpu_us_per_message_runs'))}",
+                    "—",
+                    "—",
+                    "—",
+                    source(w),
+                ]
+            )
         if (records := w.get("records_per_message")) is not None:
             rows.append(
                 [

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages inturn's local stack needs, when missing (idempotent, quiet when done).
-# Java 17+ (Kafka, Spark), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator.
+# Java 17+ (Kafka, Spark), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, wrk.
 set -euo pipefail
 
 need=()
@@ -9,6 +9,7 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # headless check of the Spark HTML report
+command -v wrk >/dev/null 2>&1 || need+=(wrk)  # the webhook benchmark's load generator
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

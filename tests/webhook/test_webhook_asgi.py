@@ -3,6 +3,7 @@ answer before Kafka is involved, and that FastAPI's documented route for them an
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 from typing import Any
@@ -22,7 +23,7 @@ from inturn import schemas
 from inturn.schemas import DeadLetter
 from inturn.settings import KafkaSettings
 from inturn_webhook import create_app
-from inturn_webhook.app import WebhookApp
+from inturn_webhook.app import GC_YOUNG_THRESHOLD, WebhookApp, settle_heap
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.signature import Secret, SignatureError, sign, verify
 
@@ -86,16 +87,28 @@ def _signed(data: bytes, header: str = "X-Hub-Signature-256", secret: str = APP_
 async def test_a_callback_post_is_answered_without_fastapis_routing(
     app: WebhookApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def not_fastapi(*_: object) -> None:
-        raise AssertionError("reached FastAPI")
-
-    monkeypatch.setattr(FastAPI, "__call__", not_fastapi)
+    monkeypatch.setattr(FastAPI, "__call__", _not_fastapi)
     data = b'{"entry": []}'
     answered = await call(app, "POST", "/webhooks/whatsapp", _signed(data), _body(data))
     assert answered[0] == 503  # not started: nothing can be confirmed
     generic = _signed(data, "X-Inturn-Signature-256", GENERIC_SECRET)
     answered = await call(app, "POST", "/webhooks/generic/instagram", generic, _body(data))
     assert answered[0] == 503
+
+
+async def test_healthz_is_answered_without_fastapi_with_the_bytes_of_its_documented_route(
+    app: WebhookApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    documented = next(r for r in app.routes if getattr(r, "path", None) == "/healthz")
+    expected = await documented.endpoint()  # type: ignore[attr-defined]  # an APIRoute: routes are typed BaseRoute
+    monkeypatch.setattr(FastAPI, "__call__", _not_fastapi)
+    status, headers, body = await call(app, "GET", "/healthz", {}, _body(b""))
+    assert (status, body) == (200, expected.body) == (expected.status_code, b'{"status":"ok"}')
+    assert headers == {k: v for k, v in expected.raw_headers}
+
+
+async def _not_fastapi(*_: object) -> None:
+    raise AssertionError("reached FastAPI")
 
 
 @pytest.mark.parametrize(
@@ -106,10 +119,10 @@ async def test_a_callback_post_is_answered_without_fastapis_routing(
         ("POST", "/webhooks/generic/a/b", 404),  # a platform is one path segment, as FastAPI's {platform}
         ("POST", "/webhooks/generic/", 404),
         ("POST", "/webhooks/whatsapp/extra", 404),
-        ("GET", "/healthz", 200),
+        ("GET", "/readyz", 503),  # the readiness probe stays FastAPI's (not started: Kafka never answered)
     ],
 )
-async def test_everything_but_the_callback_posts_is_still_routed_by_fastapi(
+async def test_everything_but_the_callback_posts_and_healthz_is_still_routed_by_fastapi(
     app: WebhookApp, method: str, path: str, status: int
 ) -> None:
     answered = await call(app, method, path, {}, _body(b""))
@@ -174,10 +187,7 @@ async def test_fastapis_documented_route_answers_what_the_asgi_endpoint_answers(
 async def test_the_callback_paths_are_matched_under_a_root_path_as_fastapi_matches_them(
     app: WebhookApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def not_fastapi(*_: object) -> None:
-        raise AssertionError("reached FastAPI")
-
-    monkeypatch.setattr(FastAPI, "__call__", not_fastapi)
+    monkeypatch.setattr(FastAPI, "__call__", _not_fastapi)
     answered = await call(app, "POST", "/hooks/webhooks/whatsapp", {}, _body(b""), root_path="/hooks")
     assert answered[0] == 401
 
@@ -291,3 +301,14 @@ async def test_a_dead_lettered_body_is_answered_the_same_through_fastapis_docume
     }
     letters = read_topic(webhook.settings, webhook.settings.topic_dlq, 2)
     assert [schemas.decode(DeadLetter, value).raw() for _, _, value in letters] == [data, data]
+
+
+def test_the_served_application_leaves_start_up_objects_out_of_garbage_collection() -> None:
+    threshold = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
