@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
 from inturn_devtools.process import free_port
+from inturn_devtools.waiting import wait_until
 from inturn_webhook.signature import sign
 
 SECRET = "bench-secret"  # noqa: S105 - signs the benchmark's own requests to its own throwaway server
@@ -219,18 +219,19 @@ def _start_webhook(settings: KafkaSettings, port: int, command: list[str]) -> su
         "INTURN_LOG_FORMAT": "json",
     }
     proc = subprocess.Popen(command, env=env)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass  # not listening yet
-        if proc.poll() is not None:
-            raise RuntimeError(f"webhook exited with {proc.returncode}")
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("webhook not ready in 60 s")
+    try:
+        wait_until(
+            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200,
+            60,
+            "the webhook ready",
+            every=0.2,
+            ignore=(httpx.TransportError,),  # not listening yet
+            proc=proc,
+        )
+    except (TimeoutError, RuntimeError):
+        proc.kill()
+        raise
+    return proc
 
 
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
