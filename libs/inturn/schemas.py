@@ -27,22 +27,38 @@ RoomId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 MessageId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 # A message's ids are stored in PostgreSQL (room cursors, dead letters, blocked rooms), whose text cannot hold
 # U+0000: one message carrying it would fail every checkpoint after it. Such a message is refused at decoding
-# and dead-lettered like any other undecodable message.
+# and dead-lettered like any other undecodable message. The check, and the platform name's character set, are
+# done in ``__post_init__`` with string methods, not as ``Meta(pattern=...)``: msgspec runs a Python regex per
+# field per decode, which was a third of a message's decoding. The reasons keep msgspec's own wording.
 _STORABLE = r"^[^\x00]+$"
+_PLATFORM_PATTERN = r"^[a-z0-9_\-]+$"
+_PLATFORM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 StoredRoomId = Annotated[
-    str,
-    msgspec.Meta(min_length=1, max_length=256, pattern=_STORABLE, description="Any text but U+0000, 1-256 chars."),
+    str, msgspec.Meta(min_length=1, max_length=256, description="Any text but U+0000, 1-256 chars.")
 ]
 StoredMessageId = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
         max_length=128,
-        pattern=_STORABLE,
         description="Unique per message; the platform idempotency key. Any text but U+0000, 1-128 characters.",
     ),
 ]
-PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9_\-]+$")]
+PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="[a-z0-9_-]+")]
+
+
+def _check_storable(value: str, field: str) -> None:
+    """``ValueError`` (msgspec's wording for ``_STORABLE``) when ``value`` holds U+0000."""
+    if "\x00" in value:
+        raise ValueError(f"Expected `str` matching regex {_STORABLE!r} - at `$.{field}`")
+
+
+def _check_platform(value: str) -> None:
+    """``ValueError`` (msgspec's wording for ``_PLATFORM_PATTERN``) unless ``value`` is [a-z0-9_-]+."""
+    if not (value.isascii() and ((value.isalnum() and value.islower()) or _PLATFORM_CHARS.issuperset(value))):
+        raise ValueError(f"Expected `str` matching regex {_PLATFORM_PATTERN!r} - at `$.platform`")
+
+
 Millis = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -75,6 +91,12 @@ class Message(_Record, frozen=True, kw_only=True):
     not_before_ms: Millis | None = None  # do not send before this time
     attributes: dict[str, str] = msgspec.field(default_factory=dict)  # origin metadata (e.g. pubsub id)
 
+    def __post_init__(self) -> None:
+        # Run by msgspec on decoding (a ValueError becomes its ValidationError) and on construction.
+        _check_storable(self.room_id, "room_id")
+        _check_storable(self.message_id, "message_id")
+        _check_platform(self.platform)
+
 
 class AckStatus(StrEnum):
     """Platform delivery statuses; ``sent`` is the one that releases the next message."""
@@ -102,6 +124,9 @@ class Ack(_Record, frozen=True, kw_only=True):
     # Watermark platforms (Messenger): every message of the recipient sent at or before this platform time is
     # confirmed (``inturn.platforms.watermark_covers``); None when the ack is about its one message.
     watermark_ms: Millis | None = None
+
+    def __post_init__(self) -> None:
+        _check_platform(self.platform)
 
 
 #: Kafka headers the webhook sets on every ack record (values are UTF-8 bytes). With them the worker can tell what
