@@ -40,6 +40,8 @@ def test_a_valid_message_round_trips() -> None:
         (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: Expected `str` of length >= 1"),
         (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Invalid enum value 2"),
         (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: Expected `str` matching regex"),
+        (GOOD.replace(b"whatsapp", b"WhatsApp"), "Message: platform: Expected `str` matching regex"),
+        (GOOD.replace(b"whatsapp", b"whats\\u00e4pp"), "Message: platform: Expected `str` matching regex"),
         # PostgreSQL text cannot hold U+0000, and a message's ids are stored there.
         (GOOD.replace(b'"room_id":"A"', b'"room_id":"A\\u0000B"'), "Message: room_id: Expected `str` matching regex"),
         (GOOD.replace(b'"message_id":"m1"', b'"message_id":"\\u0000"'), "Message: message_id: Expected `str` matching"),
@@ -72,6 +74,11 @@ def test_a_room_id_may_be_any_other_text() -> None:
     odd = 'r "q" \\ \n\t ünïcødé 💬 \u0001'
     raw = GOOD.replace(b'"room_id":"A"', b'"room_id":' + json.dumps(odd).encode())
     assert decode(Message, raw).room_id == odd
+
+
+def test_a_platform_name_of_lower_case_letters_digits_underscores_and_hyphens_is_taken() -> None:
+    assert decode(Message, GOOD.replace(b"whatsapp", b"my_platform-2")).platform == "my_platform-2"
+    assert decode(Message, GOOD.replace(b"whatsapp", b"42")).platform == "42"
 
 
 def test_an_ack_status_outside_the_known_four_is_refused() -> None:
