@@ -250,14 +250,17 @@ class HttpTransport:
         deadlines = self._deadlines
         while deadlines:
             when, connection, serial = deadlines[0]
-            if connection.serial == serial and connection.request is not None:  # still waiting for its answer
-                if when > now:
-                    self._timer = loop.call_at(when, self._expire, loop)
-                    return
+            if connection.serial != serial or connection.request is None:  # answered, failed or closed already
+                deadlines.popleft()
+            elif when <= now:
                 deadlines.popleft()
                 connection.timed_out()
             else:
-                deadlines.popleft()
+                break
+        if deadlines:  # the first one still waiting (a timer armed meanwhile would be for a later one)
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_at(deadlines[0][0], self._expire, loop)
 
     def release(self, connection: _Connection) -> None:
         """A connection finished an answer and may be reused: it serves the line, or waits in the pool."""
