@@ -2,9 +2,9 @@
 
 Every record is JSON with a version field ``v``. Timestamps are integer milliseconds since the
 Unix epoch (``*_ms``): cheap to encode, exact, and what the Spark reports compute with.
-The records are msgspec structs: built by keyword (no validation at construction, like a dataclass),
-validated when decoded. Decoding never raises anything but ``SchemaError``, whose ``reason`` is one
-line naming the field.
+The records are msgspec structs: built by keyword (no validation at construction, like a dataclass,
+but for the few text checks of ``Message`` and ``Ack`` in ``__post_init__``), validated when decoded.
+Decoding never raises anything but ``SchemaError``, whose ``reason`` is one line naming the field.
 """
 
 from __future__ import annotations
@@ -48,14 +48,17 @@ PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, descript
 
 
 def _check_storable(value: str, field: str) -> None:
-    """``ValueError`` (msgspec's wording for ``_STORABLE``) when ``value`` holds U+0000."""
-    if "\x00" in value:
+    """``ValueError`` (msgspec's wording for ``_STORABLE``) when ``value`` holds U+0000. Only text is checked: a
+    value of another type can only come from construction by keyword, which checks no types (decoding does)."""
+    if type(value) is str and "\x00" in value:
         raise ValueError(f"Expected `str` matching regex {_STORABLE!r} - at `$.{field}`")
 
 
 def _check_platform(value: str) -> None:
-    """``ValueError`` (msgspec's wording for ``_PLATFORM_PATTERN``) unless ``value`` is [a-z0-9_-]+."""
-    if not (value.isascii() and ((value.isalnum() and value.islower()) or _PLATFORM_CHARS.issuperset(value))):
+    """``ValueError`` (msgspec's wording for ``_PLATFORM_PATTERN``) unless ``value`` is [a-z0-9_-]+ (text only)."""
+    if type(value) is str and not (
+        value.isascii() and ((value.isalnum() and value.islower()) or _PLATFORM_CHARS.issuperset(value))
+    ):
         raise ValueError(f"Expected `str` matching regex {_PLATFORM_PATTERN!r} - at `$.platform`")
 
 
