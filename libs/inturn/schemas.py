@@ -3,7 +3,7 @@
 Every record is JSON with a version field ``v``. Timestamps are integer milliseconds since the
 Unix epoch (``*_ms``): cheap to encode, exact, and what the Spark reports compute with.
 The records are msgspec structs: built by keyword (no validation at construction, like a dataclass,
-but for the few text checks of ``Message`` and ``Ack`` in ``__post_init__``), validated when decoded.
+but for the few text checks of ``Message`` in its ``__post_init__``), validated when decoded.
 Decoding never raises anything but ``SchemaError``, whose ``reason`` is one line naming the field.
 """
 
@@ -44,7 +44,10 @@ StoredMessageId = Annotated[
         description="Unique per message; the platform idempotency key. Any text but U+0000, 1-128 characters.",
     ),
 ]
-PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="[a-z0-9_-]+")]
+#: An ack's platform keeps its pattern in the schema (the webhook's parser checks the same, read from it); a message's
+#: is checked by ``Message.__post_init__``, one message decoded twice per send (at intake and to render it).
+PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=_PLATFORM_PATTERN)]
+MessagePlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="[a-z0-9_-]+")]
 
 
 def _check_storable(value: str, field: str) -> None:
@@ -84,7 +87,7 @@ class Message(_Record, frozen=True, kw_only=True):
     v: Literal[1] = 1
     room_id: StoredRoomId
     message_id: StoredMessageId
-    platform: PlatformName  # which platform adapter sends it (e.g. "whatsapp")
+    platform: MessagePlatformName  # which platform adapter sends it (e.g. "whatsapp")
     account: Annotated[str, msgspec.Meta(max_length=128, description="Platform account (phone_number_id).")] | None = (
         None
     )
@@ -127,9 +130,6 @@ class Ack(_Record, frozen=True, kw_only=True):
     # Watermark platforms (Messenger): every message of the recipient sent at or before this platform time is
     # confirmed (``inturn.platforms.watermark_covers``); None when the ack is about its one message.
     watermark_ms: Millis | None = None
-
-    def __post_init__(self) -> None:
-        _check_platform(self.platform)
 
 
 #: Kafka headers the webhook sets on every ack record (values are UTF-8 bytes). With them the worker can tell what

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import msgspec
 import pytest
 
 from inturn.errors import ConfigError, SchemaError
@@ -76,9 +78,20 @@ def test_a_room_id_may_be_any_other_text() -> None:
     assert decode(Message, raw).room_id == odd
 
 
-def test_a_platform_name_of_lower_case_letters_digits_underscores_and_hyphens_is_taken() -> None:
-    assert decode(Message, GOOD.replace(b"whatsapp", b"my_platform-2")).platform == "my_platform-2"
-    assert decode(Message, GOOD.replace(b"whatsapp", b"42")).platform == "42"
+@pytest.mark.parametrize("name", ["whatsapp", "my_platform-2", "42", "-", "_", "WhatsApp", "whats app", "wh\u00e4ts"])
+def test_a_message_takes_the_platform_names_an_ack_takes(name: str) -> None:
+    """A message's platform is checked with string methods, an ack's with the schema's pattern: the same names."""
+    raw = GOOD.replace(b'"whatsapp"', json.dumps(name).encode())
+    info = msgspec.inspect.type_info(Ack)
+    assert isinstance(info, msgspec.inspect.StructType)
+    pattern = next(f.type for f in info.fields if f.name == "platform")
+    assert isinstance(pattern, msgspec.inspect.StrType)
+    assert pattern.pattern is not None
+    if re.search(pattern.pattern, name):
+        assert decode(Message, raw).platform == name
+    else:
+        with pytest.raises(SchemaError, match="platform: Expected `str` matching regex"):
+            decode(Message, raw)
 
 
 def test_an_ack_status_outside_the_known_four_is_refused() -> None:
