@@ -2,9 +2,9 @@
 
 Every record is JSON with a version field ``v``. Timestamps are integer milliseconds since the
 Unix epoch (``*_ms``): cheap to encode, exact, and what the Spark reports compute with.
-The records are msgspec structs: built by keyword (no validation at construction, like a dataclass),
-validated when decoded. Decoding never raises anything but ``SchemaError``, whose ``reason`` is one
-line naming the field.
+The records are msgspec structs: built by keyword (no validation at construction, like a dataclass,
+but for the few text checks of ``Message`` in its ``__post_init__``), validated when decoded.
+Decoding never raises anything but ``SchemaError``, whose ``reason`` is one line naming the field.
 """
 
 from __future__ import annotations
@@ -27,22 +27,44 @@ RoomId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 MessageId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 # A message's ids are stored in PostgreSQL (room cursors, dead letters, blocked rooms), whose text cannot hold
 # U+0000: one message carrying it would fail every checkpoint after it. Such a message is refused at decoding
-# and dead-lettered like any other undecodable message.
+# and dead-lettered like any other undecodable message. The check, and the platform name's character set, are
+# done in ``__post_init__`` with string methods, not as ``Meta(pattern=...)``: msgspec runs a Python regex per
+# field per decode, which was a third of a message's decoding. The reasons keep msgspec's own wording.
 _STORABLE = r"^[^\x00]+$"
+_PLATFORM_PATTERN = r"^[a-z0-9_\-]+$"
+_PLATFORM_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 StoredRoomId = Annotated[
-    str,
-    msgspec.Meta(min_length=1, max_length=256, pattern=_STORABLE, description="Any text but U+0000, 1-256 chars."),
+    str, msgspec.Meta(min_length=1, max_length=256, description="Any text but U+0000, 1-256 chars.")
 ]
 StoredMessageId = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
         max_length=128,
-        pattern=_STORABLE,
         description="Unique per message; the platform idempotency key. Any text but U+0000, 1-128 characters.",
     ),
 ]
-PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[a-z0-9_\-]+$")]
+#: An ack's platform keeps its pattern in the schema (the webhook's parser checks the same, read from it); a message's
+#: is checked by ``Message.__post_init__``, one message decoded twice per send (at intake and to render it).
+PlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=_PLATFORM_PATTERN)]
+MessagePlatformName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="[a-z0-9_-]+")]
+
+
+def _check_storable(value: str, field: str) -> None:
+    """``ValueError`` (msgspec's wording for ``_STORABLE``) when ``value`` holds U+0000. Only text is checked: a
+    value of another type can only come from construction by keyword, which checks no types (decoding does)."""
+    if type(value) is str and "\x00" in value:
+        raise ValueError(f"Expected `str` matching regex {_STORABLE!r} - at `$.{field}`")
+
+
+def _check_platform(value: str) -> None:
+    """``ValueError`` (msgspec's wording for ``_PLATFORM_PATTERN``) unless ``value`` is [a-z0-9_-]+ (text only)."""
+    if type(value) is str and not (
+        value.isascii() and ((value.isalnum() and value.islower()) or _PLATFORM_CHARS.issuperset(value))
+    ):
+        raise ValueError(f"Expected `str` matching regex {_PLATFORM_PATTERN!r} - at `$.platform`")
+
+
 Millis = Annotated[int, msgspec.Meta(ge=0)]
 
 
@@ -65,7 +87,7 @@ class Message(_Record, frozen=True, kw_only=True):
     v: Literal[1] = 1
     room_id: StoredRoomId
     message_id: StoredMessageId
-    platform: PlatformName  # which platform adapter sends it (e.g. "whatsapp")
+    platform: MessagePlatformName  # which platform adapter sends it (e.g. "whatsapp")
     account: Annotated[str, msgspec.Meta(max_length=128, description="Platform account (phone_number_id).")] | None = (
         None
     )
@@ -74,6 +96,12 @@ class Message(_Record, frozen=True, kw_only=True):
     created_at_ms: Millis  # when the chat backend created the message
     not_before_ms: Millis | None = None  # do not send before this time
     attributes: dict[str, str] = msgspec.field(default_factory=dict)  # origin metadata (e.g. pubsub id)
+
+    def __post_init__(self) -> None:
+        # Run by msgspec on decoding (a ValueError becomes its ValidationError) and on construction.
+        _check_storable(self.room_id, "room_id")
+        _check_storable(self.message_id, "message_id")
+        _check_platform(self.platform)
 
 
 class AckStatus(StrEnum):

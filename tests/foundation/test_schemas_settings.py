@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import msgspec
 import pytest
 
 from inturn.errors import ConfigError, SchemaError
@@ -40,6 +42,8 @@ def test_a_valid_message_round_trips() -> None:
         (GOOD.replace(b'"room_id":"A"', b'"room_id":""'), "Message: room_id: Expected `str` of length >= 1"),
         (GOOD.replace(b'"v":1', b'"v":2'), "Message: v: Invalid enum value 2"),
         (GOOD.replace(b"whatsapp", b"Whats App"), "Message: platform: Expected `str` matching regex"),
+        (GOOD.replace(b"whatsapp", b"WhatsApp"), "Message: platform: Expected `str` matching regex"),
+        (GOOD.replace(b"whatsapp", b"whats\\u00e4pp"), "Message: platform: Expected `str` matching regex"),
         # PostgreSQL text cannot hold U+0000, and a message's ids are stored there.
         (GOOD.replace(b'"room_id":"A"', b'"room_id":"A\\u0000B"'), "Message: room_id: Expected `str` matching regex"),
         (GOOD.replace(b'"message_id":"m1"', b'"message_id":"\\u0000"'), "Message: message_id: Expected `str` matching"),
@@ -72,6 +76,22 @@ def test_a_room_id_may_be_any_other_text() -> None:
     odd = 'r "q" \\ \n\t ünïcødé 💬 \u0001'
     raw = GOOD.replace(b'"room_id":"A"', b'"room_id":' + json.dumps(odd).encode())
     assert decode(Message, raw).room_id == odd
+
+
+@pytest.mark.parametrize("name", ["whatsapp", "my_platform-2", "42", "-", "_", "WhatsApp", "whats app", "wh\u00e4ts"])
+def test_a_message_takes_the_platform_names_an_ack_takes(name: str) -> None:
+    """A message's platform is checked with string methods, an ack's with the schema's pattern: the same names."""
+    raw = GOOD.replace(b'"whatsapp"', json.dumps(name).encode())
+    info = msgspec.inspect.type_info(Ack)
+    assert isinstance(info, msgspec.inspect.StructType)
+    pattern = next(f.type for f in info.fields if f.name == "platform")
+    assert isinstance(pattern, msgspec.inspect.StrType)
+    assert pattern.pattern is not None
+    if re.search(pattern.pattern, name):
+        assert decode(Message, raw).platform == name
+    else:
+        with pytest.raises(SchemaError, match="platform: Expected `str` matching regex"):
+            decode(Message, raw)
 
 
 def test_an_ack_status_outside_the_known_four_is_refused() -> None:

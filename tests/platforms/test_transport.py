@@ -239,6 +239,33 @@ async def test_an_answer_slower_than_the_timeout_fails_and_frees_the_connection(
     assert [r.connection for r in platform.requests] == [0, 1]  # the late answer's connection was dropped
 
 
+async def test_a_timeout_counts_from_its_own_request_not_the_connections_earlier_one() -> None:
+    """One timer watches every request's deadline: when the deadline of an answered request comes, the next request
+    on the same connection, written later, is not timed out with it; it gets its own full timeout."""
+
+    async def answer(request: Request, conn: Conn) -> bool:
+        if request.body == b"second":
+            await asyncio.sleep(0.25)  # past the first request's deadline, within its own
+        if request.body == b"silent":
+            await asyncio.sleep(10)
+        await conn.write(OK)
+        return True
+
+    platform = await serve(answer)
+    transport = HttpTransport(limit=1, timeout_s=0.4)
+    try:
+        first = await transport.request(platform.url, {}, b"first")
+        await asyncio.sleep(0.2)
+        second = await transport.request(platform.url, {}, b"second")
+        with pytest.raises(TimeoutError):
+            await transport.request(platform.url, {}, b"silent")  # the timer still times out one past due
+    finally:
+        await transport.close()
+        await stop(platform)
+    assert (first.status, second.status) == (200, 200)
+    assert platform.accepted == 1  # all three were written on the one kept-alive connection
+
+
 async def test_a_refused_connection_fails_the_request_and_gives_its_place_back() -> None:
     platform = await serve(_ok)
     url = platform.url

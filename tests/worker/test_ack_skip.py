@@ -116,3 +116,36 @@ async def test_statuses_of_a_decided_message_are_counted_without_decoding_and_ot
     finally:
         reader._consumer.close()
         await asyncio.sleep(0)
+
+
+async def test_a_status_after_the_one_that_resolved_a_waiting_message_is_skipped_before_its_outcome_is_recorded(
+    decoded: list[bytes | None],
+) -> None:
+    """The first status resolves the message's ack future; the room records the outcome a moment later. A second
+    status read in between (often in the same batch) cannot change the outcome either: it is counted, not decoded."""
+    router = AckRouter(early_ttl_s=60)
+    reader = AckReader(WorkerSettings(), router, Recorder())
+    try:
+        future = router.expect("R", "R#0")
+        router.sent("R", "R#0", SendResult("wamid.0"))
+        before = _duplicates()
+        reader._route(_Record(_ack(0, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        assert len(decoded) == 1
+        assert future.done()
+        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=True))  # type: ignore[arg-type]
+        assert len(decoded) == 1
+        assert _duplicates() == before + 1
+        result = future.result()
+        assert result is not None
+        assert result.status is AckStatus.SENT  # the first status stays the one that resolved it
+
+        # A message whose deadline passed (its future holds None) is not decided until its outcome is recorded:
+        # a status then is decoded and routed.
+        late = router.expect("R", "R#1")
+        router.sent("R", "R#1", SendResult("wamid.1"))
+        late.set_result(None)
+        reader._route(_Record(_ack(1, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        assert len(decoded) == 2
+    finally:
+        reader._consumer.close()
+        await asyncio.sleep(0)

@@ -248,14 +248,14 @@ class AckReader:
         fields = dict(headers)
         if ACK_HEADER_STATUS not in fields:
             return False
-        finished = self._router.settled(
-            _text(record.key()) or "",
-            _text(fields.get(ACK_HEADER_MESSAGE_ID)),
-            _text(fields.get(ACK_HEADER_PLATFORM_MESSAGE_ID)),
-        )
-        if finished is None:
+        message_id = fields.get(ACK_HEADER_MESSAGE_ID)
+        if message_id:  # matched by room and message id (the platform's id is not read)
+            platform = self._router.settled(_text(record.key()) or "", _text(message_id), None)
+        else:  # matched by the platform's id alone (the room is not read)
+            platform = self._router.settled("", None, _text(fields.get(ACK_HEADER_PLATFORM_MESSAGE_ID)))
+        if platform is None:
             return False
-        m.for_platform(finished.platform).duplicate_acks.inc()
+        m.for_platform(platform).duplicate_acks.inc()
         return True
 
     async def close(self) -> None:

@@ -112,16 +112,23 @@ class AckRouter:
             if len(self._finished_pmid) > 2 * self._finished_capacity:
                 self._finished_pmid.clear()
 
-    def settled(self, room_id: str, message_id: str | None, platform_message_id: str | None) -> Finished | None:
-        """The finished message an ack is about, when nothing the ack says can change that message's outcome any
-        more (it is decided, and a late ack for it was already reported); None when the ack must be routed."""
+    def settled(self, room_id: str, message_id: str | None, platform_message_id: str | None) -> str | None:
+        """The platform of the message an ack is about, when nothing the ack says can change that message's outcome
+        any more: its ack future was resolved by an earlier ack (``route`` would count this one a duplicate), or
+        it finished and a late ack for it was already reported. None when the ack must be decoded and routed."""
         key = (room_id, message_id) if message_id else self._finished_pmid.get(platform_message_id or "")
-        if key is None or key in self._waiting:
+        if key is None:
             return None
+        future = self._waiting.get(key)
+        if future is not None:
+            if not future.done() or future.cancelled():
+                return None
+            resolved_by = future.result()  # None: its deadline passed; its outcome is not recorded yet
+            return resolved_by.platform if resolved_by is not None else None
         finished = self._finished.get(key)
         if finished is None or (finished.timed_out and not finished.late_reported):
             return None
-        return finished
+        return finished.platform
 
     def forget_partitions(self, partitions: set[int]) -> None:
         """These partitions are (re)assigned: forget the messages of theirs this worker finished before.

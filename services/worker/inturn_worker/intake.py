@@ -172,9 +172,10 @@ class Intake:
         if new_rooms:
             self._check_routing(new_rooms)
             await self._load_cursors(new_rooms)
-        misrouted = sum(1 for entry in entries if entry.part.misrouted and entry.room_id in entry.part.misrouted)
-        if misrouted:
-            m.MISROUTED.inc(misrouted)
+        if any(part.misrouted for part in self._parts.values()):  # rare: counted only when some room is misrouted
+            misrouted = sum(1 for entry in entries if entry.room_id in entry.part.misrouted)
+            if misrouted:
+                m.MISROUTED.inc(misrouted)
         for entry in entries:
             if not entry.part.gone:
                 self._rooms.enqueue(entry)
