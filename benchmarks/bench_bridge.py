@@ -30,6 +30,7 @@ from inturn_bridge.pull import PullBridge
 from inturn_bridge.relay import Relay
 from inturn_bridge.subscription import ensure
 from inturn_devtools import LocalKafka, LocalPubSub
+from inturn_devtools.waiting import wait_until
 
 PROJECT = "inturn-bench"
 MAX_MESSAGES = 1000
@@ -127,11 +128,12 @@ def _drain_bridge(settings: BridgeSettings, messages: int) -> float:
     bridge = PullBridge(settings, Relay(settings, producer))
     started = time.monotonic()
     bridge.start()
-    deadline = started + 600
-    while written._value.get() - before < messages:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"bridge wrote {written._value.get() - before} of {messages}")
-        time.sleep(0.01)  # polling the written counter; the interval bounds the timing error to 10 ms
+    wait_until(  # polling the written counter; the interval bounds the timing error to 10 ms
+        lambda: written._value.get() - before >= messages,
+        600,
+        lambda: f"the bridge writing {messages} (wrote {written._value.get() - before})",
+        every=0.01,
+    )
     elapsed = time.monotonic() - started
     bridge.stop(30)
     producer.close()

@@ -34,16 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
-from inturn.kafka import base_config, make_producer
+from inturn.kafka import make_producer
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline, message_value
+from inturn_devtools.reading import reading
 from inturn_devtools.receipts import check
+from inturn_devtools.waiting import wait_until
 
 PARTITIONS = 12  # the project's default topic_partitions; both modes use the same count
 PAYLOAD_BYTES = 1024
@@ -264,11 +265,14 @@ def _measure(
         line.start_sim()
         line.start_webhook()
         worker = line.add_worker("w1")
-        deadline = time.monotonic() + 120
-        while int(line.stats()["accepted"]) == 0:
-            if time.monotonic() > deadline or not worker.running:
-                raise TimeoutError(f"{name}: no send reached the simulator within 120 s (log: {worker.log_file})")
-            time.sleep(0.2)
+        wait_until(
+            lambda: int(line.stats()["accepted"]) > 0 or not worker.running,
+            120,
+            f"{name}: a send at the simulator (log: {worker.log_file})",
+            every=0.2,
+        )
+        if not worker.running:
+            raise RuntimeError(f"{name}: the worker exited before its first send (log: {worker.log_file})")
         warmup_s = plan.warmup_s + len(produced) / WARMUP_ROOMS_PER_S  # the worker takes every room in first
         peak_rooms = _sample_rooms(line, time.monotonic() + warmup_s, 0.0)
         start_ms, cpu0 = now_ms(), worker.cpu_seconds()
@@ -312,33 +316,8 @@ def _sample_rooms(line: Pipeline, until: float, peak: float) -> float:
 
 def read_events(settings: KafkaSettings) -> list[dict[str, Any]]:
     """Every event on the events topic up to its end right now, decoded."""
-    consumer = Consumer(
-        {**base_config(settings), "group.id": f"{settings.topic_events}-reader", "enable.auto.commit": False}
-    )
-    try:
-        metadata = consumer.list_topics(settings.topic_events, timeout=10).topics[settings.topic_events]
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(settings.topic_events, p), timeout=10)[1]
-            for p in metadata.partitions
-        }
-        left = {p: end for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(settings.topic_events, p, OFFSET_BEGINNING) for p in left])
-        events: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 120
-        while left:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"events topic not read to its end within 120 s: {left}")
-            for record in consumer.consume(num_messages=5000, timeout=1):
-                if record.error() is not None:
-                    raise RuntimeError(f"reading events: {record.error()}")
-                partition, offset = record.partition(), record.offset()
-                if partition is not None and offset is not None and partition in left and offset < left[partition]:
-                    events.append(orjson.loads(record.value() or b"{}"))
-                    if offset + 1 >= left[partition]:
-                        del left[partition]
-        return events
-    finally:
-        consumer.close()
+    with reading(settings, settings.topic_events) as reader:
+        return [orjson.loads(record.value or b"{}") for record in reader.to_end(120)]
 
 
 def main(argv: list[str] | None = None) -> None:

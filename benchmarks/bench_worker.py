@@ -35,6 +35,7 @@ from inturn.kafka import committed_total, make_consumer
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn_devtools.waiting import wait_until
 
 BASELINES = ("aiohttp", "inturn")  # bare_post clients: today's aiohttp, and the adapters' transport
 
@@ -62,12 +63,15 @@ def _scenario(
         t0 = time.monotonic()
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
         peak_rooms = 0.0
-        deadline = time.monotonic() + within
-        while committed_total(settings, line.group) < total:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: not done after {within}s")
+
+        def done() -> bool:
+            nonlocal peak_rooms
+            if committed_total(settings, line.group) >= total:
+                return True
             peak_rooms = max(peak_rooms, line.worker_gauge("w1", "inturn_worker_active_rooms", timeout=15) or 0.0)
-            time.sleep(0.5)
+            return False
+
+        wait_until(done, within, f"{name}: every message committed", every=0.5)
         wall = time.monotonic() - t0
         cpu = worker.cpu_seconds() - cpu0
         webhook_cpu = webhook.cpu_seconds() - webhook_cpu0  # every status callback of the run's messages
@@ -225,18 +229,11 @@ def _rooms_in_flight(
         idle_rss, _ = worker.rss_mb()
         t0 = time.monotonic()
         total = line.produce(rooms=rooms, per_room=2, prefix=name, payload_bytes=1024)
-        while line.stats()["accepted"] < rooms:
-            if time.monotonic() - t0 > 600:
-                raise TimeoutError(f"{name}: not every room had sent its first message after 600 s")
-            time.sleep(0.5)
+        wait_until(lambda: line.stats()["accepted"] >= rooms, 600, f"{name}: every room's first send", every=0.5)
         rss, _ = worker.rss_mb()
         filled = time.monotonic() - t0
         line.configure_sim({"withhold_recipients": []})
-        deadline = time.monotonic() + 600
-        while committed_total(settings, line.group) < total:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: not drained after 600 s")
-            time.sleep(0.5)
+        wait_until(lambda: committed_total(settings, line.group) >= total, 600, f"{name}: drained", every=0.5)
         _, peak = worker.rss_mb()
         report = line.report()
         return {

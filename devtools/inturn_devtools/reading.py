@@ -95,6 +95,29 @@ class TopicReader:
         wait_until(settled, within, f"{self.topic} to go quiet for {quiet}s (records kept coming)", every=0)
         return self.records
 
+    def to_end(self, within: float = 120.0) -> list[Record]:
+        """Read every partition up to its end as of now (its high watermark); returns every record read."""
+        ends = {
+            tp.partition: self._consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in self._consumer.assignment()
+        }
+
+        reached: dict[int, int] = {}
+
+        def note(records: list[Record]) -> None:
+            for record in records:
+                reached[record.partition] = max(reached.get(record.partition, 0), record.offset + 1)
+
+        note(self.records)
+
+        def at_end() -> bool:
+            if all(reached.get(p, 0) >= end for p, end in ends.items()):
+                return True
+            note(self.poll(1.0))
+            return False
+
+        wait_until(at_end, within, f"{self.topic} read to its end {ends}", every=0)
+        return self.records
+
     def close(self) -> None:
         """Close the consumer."""
         self._consumer.close()
