@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from inturn.schemas import Event, EventType, OrderingMode
 from inturn_reports.extract import EVENT_SCHEMA
 from inturn_reports.transform import (
     ReportParams,
@@ -112,3 +113,27 @@ def test_hand_checked_rooms_give_the_out_of_order_rates_worked_out_by_hand(spark
                   "late_acks", "no_device_ts", "dispatch_violations"]  # fmt: skip
     actual_groups = summary(facts, params).select(*group_cols)
     assertDataFrameEqual(actual_groups, [(*key, *vals) for key, vals in fixture.GROUPS.items()])
+
+
+def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platforms_acked_event_is_not(
+    spark: SparkSession,
+) -> None:
+    # Telegram calls nothing back: the worker's acked event (detail "answered") says when the send was answered.
+    # A WhatsApp message acked by a callback the report never saw keeps no latency: the ack record is the source.
+    created, sent, answered = START, START + 100, START + 340
+
+    def acked(room: str, platform: str, detail: str | None) -> Event:
+        return Event(
+            type=EventType.ACKED, room_id=room, message_id="m1", platform=platform, partition=0, offset=0,
+            worker_id="w1", mode=OrderingMode.ACK, ts_ms=answered, created_at_ms=created, sent_at_ms=sent,
+            acked_at_ms=answered, platform_message_id=f"{room}-1", detail=detail,
+        )  # fmt: skip
+
+    events = [acked("tg-room", "telegram", "answered"), acked("wa-room", "whatsapp", None)]
+    params = ReportParams(from_ms=START, to_ms=START + 10_000)
+    facts = message_facts(events_frame(spark, events), acks_frame(spark, []), params)
+    got = {
+        r["room_id"]: (r["first_ack_received_ms"], r["ack_latency_ms"], r["e2e_latency_ms"], r["acked"])
+        for r in facts.collect()
+    }
+    assert got == {"tg-room": (answered, 240, 340, True), "wa-room": (None, None, None, True)}

@@ -33,7 +33,9 @@ _TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
 #: Per ack, what the message facts take from it; each is aggregated with min or max (see ``_ACK_AGGREGATES``).
 _ACK_VALUES = ("_delivered_ts", "_sent_ts", "_read", "_failed", "_first_ack")
 _EVENT_VALUES = {"type": "string", "_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long",
-                 "created_at_ms": "long", "sent_at_ms": "long"}  # fmt: skip
+                 "created_at_ms": "long", "sent_at_ms": "long", "_answered_ms": "long"}  # fmt: skip
+#: The worker's detail on an ``acked`` event whose ack was the send's answer (a synchronous platform: no callback).
+_ANSWERED = "answered"
 
 
 @dataclass(frozen=True)
@@ -111,15 +113,21 @@ def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
     return named.unionByName(unnamed)
 
 
+def _event_value(column: str) -> Column:
+    """An event row's value for ``column`` of ``_EVENT_VALUES``."""
+    if column == "_mode":
+        return F.array_position(_modes(), F.col("mode")).cast("int")
+    if column == "_answered_ms":  # when a synchronous platform's answer acknowledged the message
+        return F.when(_is(EventType.ACKED) & (F.col("detail") == _ANSWERED), F.col("acked_at_ms"))
+    return F.col(column)
+
+
 def _rows(events: DataFrame, acks: DataFrame) -> DataFrame:
     """Events and matched acks in one shape: event columns null on ack rows, ack values null on event rows."""
     event_rows = events.select(
         *_KEY,
         "platform",
-        *[
-            (F.array_position(_modes(), F.col("mode")).cast("int") if c == "_mode" else F.col(c)).alias(c)
-            for c in _EVENT_VALUES
-        ],
+        *[_event_value(c).alias(c) for c in _EVENT_VALUES],
         *[F.lit(None).cast("int" if c in ("_read", "_failed") else "long").alias(c) for c in _ACK_VALUES],
     )
     ack_rows = _matched_acks(events, acks).select(
@@ -156,6 +164,7 @@ def _per_message(rows: DataFrame) -> DataFrame:
         _has(EventType.DEAD_LETTERED).alias("dead_lettered"),
         _has(EventType.SKIPPED_DUPLICATE).alias("skipped_duplicate"),
         _has(EventType.SENT).alias("sent"),
+        F.min("_answered_ms").alias("_answered_ms"),
         _count(_is(EventType.RETRIED)).alias("retries"),
         *_ack_aggregates(),
     )
@@ -184,6 +193,8 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
         .withColumn("dispatch_ms", F.coalesce("_dispatched_ms", "_terminal_sent_ms"))
         .withColumn("delivered_ts_ms", F.col("_delivered_ts"))
         .withColumn("platform_sent_ts_ms", F.col("_sent_ts"))
+        # A synchronous platform calls nothing back: the send's answer is its first ack.
+        .withColumn("_first_ack", F.coalesce("_first_ack", "_answered_ms"))
         .withColumn("first_ack_received_ms", F.col("_first_ack"))
         .withColumn("device_ts_ms", F.coalesce("_delivered_ts", "_sent_ts"))
         .withColumn("delivered", F.col("_delivered_ts").isNotNull() | (F.coalesce("_read", F.lit(0)) == 1))
