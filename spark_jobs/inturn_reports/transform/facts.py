@@ -107,7 +107,7 @@ def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
         .groupBy("platform_message_id")
         .agg(*_ack_aggregates())
     )
-    unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
+    unnamed = by_pmid.join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
     return named.unionByName(unnamed)
 
 
@@ -138,7 +138,7 @@ def _per_message(rows: DataFrame) -> DataFrame:
     """
     terminal = F.col("type").isin(*_TERMINAL)
     sent_at = F.col("sent_at_ms")
-    return rows.repartition("room_id").groupBy(*_KEY, "platform").agg(
+    return rows.groupBy(*_KEY, "platform").agg(
         # A message has one mode and offset; min() only makes the choice deterministic.
         F.min("_mode").alias("_mode"),
         F.min("partition").alias("partition"),
