@@ -11,7 +11,7 @@ import uvloop
 
 from inturn.platforms.transport import HttpTransport, RequestWithdrawn
 from inturn_devtools.waiting import eventually
-from tests.platforms.wire import Conn, Request, chunked, respond, serve, stop
+from tests.platforms.wire import Conn, Request, chunked, held_back, respond, serve, stop
 
 OK = respond(200, b'{"messages":[{"id":"wamid.1"}]}')
 
@@ -83,14 +83,7 @@ async def test_a_request_waiting_in_line_is_stamped_when_it_is_written_not_when_
 
 async def test_a_cancelled_request_in_line_gives_its_place_to_the_next() -> None:
     release = asyncio.Event()
-
-    async def held(request: Request, conn: Conn) -> bool:
-        if request.body == b"first":
-            await release.wait()
-        await conn.write(OK)
-        return True
-
-    platform = await serve(held)
+    platform = await serve(held_back(b"first", release, OK))
     transport = HttpTransport(limit=1, timeout_s=5)
     try:
         first = transport.request(platform.url, {}, b"first")
@@ -107,14 +100,7 @@ async def test_a_cancelled_request_in_line_gives_its_place_to_the_next() -> None
 
 async def test_a_request_whose_gate_closed_while_in_line_is_withdrawn_unwritten() -> None:
     release = asyncio.Event()
-
-    async def held(request: Request, conn: Conn) -> bool:
-        if request.body == b"first":
-            await release.wait()
-        await conn.write(OK)
-        return True
-
-    platform = await serve(held)
+    platform = await serve(held_back(b"first", release, OK))
     transport = HttpTransport(limit=1, timeout_s=5)
     owned = {"withdrawn": True, "kept": True}
     try:

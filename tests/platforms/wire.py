@@ -72,6 +72,19 @@ def respond(status: int, body: bytes, *headers: str) -> bytes:
     return f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n{lines}\r\n".encode() + body
 
 
+def held_back(body: bytes, release: asyncio.Event, answer: bytes) -> Answer:
+    """A platform answering every request with ``answer`` at once, except the one whose body is ``body``, which it
+    answers only once ``release`` is set (so requests behind it on a one-connection pool wait in line)."""
+
+    async def held(request: Request, conn: Conn) -> bool:
+        if request.body == body:
+            await release.wait()
+        await conn.write(answer)
+        return True
+
+    return held
+
+
 def chunked(status: int, *parts: bytes) -> bytes:
     """An answer in chunks."""
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts)
