@@ -174,6 +174,11 @@ class OrderingMode(StrEnum):
     PARTITION = "partition"
 
 
+#: ``Event.detail`` of an ``acked`` event whose ack was the send's answer (a synchronous platform calls nothing back);
+#: its ``acked_at_ms`` is when the answer came. The worker writes it, the report reads it.
+ANSWERED = "answered"
+
+
 class Event(_Record, frozen=True, kw_only=True):
     """One outcome or step of one message, as written to ``inturn.events`` (key = room_id).
 

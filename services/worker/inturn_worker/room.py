@@ -18,7 +18,7 @@ from inturn.db.store import Store
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import Ack, AckStatus, EventType, OrderingMode, now_ms
+from inturn.schemas import ANSWERED, Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter
 from inturn_worker.dead_letters import DeadLetters
@@ -265,7 +265,7 @@ class Rooms:
                 acked_at_ms=now_ms() if answered else None,
                 platform_message_id=result.platform_message_id,
                 attempt=attempt,
-                detail="answered" if answered else None,
+                detail=ANSWERED if answered else None,
             )
             return False
         sent = SendResult(result.platform_message_id, sent_at_ms)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from inturn.schemas import TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
+from inturn.schemas import ANSWERED, TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
 
 _KEY = ["room_id", "message_id"]
 #: The modes in sort order: a message's mode travels through the aggregation as its 1-based position
@@ -34,8 +34,6 @@ _TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
 _ACK_VALUES = ("_delivered_ts", "_sent_ts", "_read", "_failed", "_first_ack")
 _EVENT_VALUES = {"type": "string", "_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long",
                  "created_at_ms": "long", "sent_at_ms": "long", "_answered_ms": "long"}  # fmt: skip
-#: The worker's detail on an ``acked`` event whose ack was the send's answer (a synchronous platform: no callback).
-_ANSWERED = "answered"
 
 
 @dataclass(frozen=True)
@@ -118,7 +116,7 @@ def _event_value(column: str) -> Column:
     if column == "_mode":
         return F.array_position(_modes(), F.col("mode")).cast("int")
     if column == "_answered_ms":  # when a synchronous platform's answer acknowledged the message
-        return F.when(_is(EventType.ACKED) & (F.col("detail") == _ANSWERED), F.col("acked_at_ms"))
+        return F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms"))
     return F.col(column)
 
 
