@@ -43,6 +43,9 @@ class TopicReader:
         self.records: list[Record] = []
         self._consumer = make_consumer(settings, f"reader-{topic}-{time.monotonic_ns()}")
         partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        if not partitions:  # an unknown topic would otherwise read as an empty one
+            self._consumer.close()
+            raise LookupError(f"topic {topic} has no partitions (does it exist?)")
         self._consumer.assign([TopicPartition(topic, p, 0) for p in sorted(partitions)])
 
     def poll(self, seconds: float = 0.2) -> list[Record]:

@@ -16,6 +16,7 @@ from inturn.errors import TopicMismatchError, TopicMissingError
 from inturn.kafka import make_consumer, make_producer, murmur2, partition_for, producer_config
 from inturn.settings import KafkaSettings
 from inturn_devtools.kafka import kafka_lib_dir
+from inturn_devtools.reading import TopicReader, reading
 from inturn_devtools.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
@@ -159,3 +160,19 @@ def test_topic_check_rejects_mismatched_partition_counts_and_says_how_to_fix(
 def test_topic_check_names_missing_topics(kafka_settings: KafkaSettings, kafka_admin: AdminClient) -> None:
     with pytest.raises(TopicMissingError, match="inturn topics create"):
         topics.check(kafka_admin, kafka_settings)
+
+
+def test_the_topic_reader_refuses_a_topic_that_does_not_exist(kafka_settings: KafkaSettings, test_id: str) -> None:
+    with pytest.raises(LookupError, match=f"topic nothing-{test_id} has no partitions"):
+        TopicReader(kafka_settings, f"nothing-{test_id}")
+
+
+def test_the_topic_reader_reads_every_partition_to_its_end(inturn_topics: KafkaSettings, test_id: str) -> None:
+    producer = make_producer(inturn_topics)
+    keys = [f"room-{test_id}-{n}" for n in range(20)]
+    for key in keys:
+        producer.produce(inturn_topics.topic_messages, key=key.encode(), value=b"v")
+    assert producer.flush(15) == 0
+    with reading(inturn_topics, inturn_topics.topic_messages) as reader:
+        records = reader.to_end(30)
+    assert sorted(r.key for r in records if r.key and r.key.startswith(f"room-{test_id}-")) == sorted(keys)
