@@ -17,7 +17,7 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from inturn.errors import SchemaError
-from inturn.kafka import consume_batch, make_consumer
+from inturn.kafka import make_consumer
 from inturn.metrics import worker as m
 from inturn.schemas import (
     ACK_HEADER_MESSAGE_ID,
@@ -37,6 +37,10 @@ log = structlog.get_logger("inturn.worker.acks")
 
 #: Positioning attempts failed in a row after which the reader replaces its Kafka client (about a second apart).
 REBUILD_AFTER = 3
+#: Acks taken per consume, and how long the reader rests when a consume found fewer (a platform's callbacks come
+#: hundreds of milliseconds after a send: two more are nothing, and an idle worker polls 500 times a second).
+BATCH = 1000
+POLL_S = 0.002
 
 
 class AckReader:
@@ -182,19 +186,34 @@ class AckReader:
         return ready
 
     def _step(self) -> tuple[list[Message], list[Partition]]:
+        """Apply queued (un)assignments (their offset look-ups block), then take what has arrived."""
         self._apply_changes()
-        batch = consume_batch(self._consumer, 1000, 0.1, linger=0.005)  # 5 ms against a platform's 100s
-        return batch, self._caught_up()
+        return self._take()
+
+    def _take(self) -> tuple[list[Message], list[Partition]]:
+        """The acks that have arrived, without waiting (librdkafka's fetcher thread has them in memory), and the
+        parts that have now caught up (``position`` is local too)."""
+        return self._consumer.consume(num_messages=BATCH, timeout=0), self._caught_up()
 
     async def run(self) -> None:
-        """Read and route acks until ``stop``."""
+        """Read and route acks until ``stop``.
+
+        The reader polls from the event loop: a consume that does not wait costs a few microseconds, where a
+        blocking one on a thread of its own cost a hop between threads per batch and the GIL back and forth. Only
+        the (un)assignments, whose offset look-ups wait on the broker, go to the reader's thread."""
         loop = asyncio.get_running_loop()
         while not self._stopping:
-            batch, ready = await loop.run_in_executor(self._thread, self._step)
+            if self._changes and time.monotonic() >= self._retry_at:
+                await loop.run_in_executor(self._thread, self._apply_changes)
+                if self._stopping:
+                    return
+            batch, ready = self._take()
             for record in batch:
                 self._handle(record)
             for part in ready:
                 part.mark_acks_ready()  # after the batch above was routed
+            # A full batch: more is waiting. Otherwise look again shortly (an ack waits at most this long here).
+            await asyncio.sleep(0 if len(batch) == BATCH else POLL_S)
 
     def _handle(self, record: Message) -> None:
         """Route one consumed record and remember where its partition goes on."""
@@ -245,14 +264,20 @@ class AckReader:
         headers = record.headers()
         if not headers:
             return False
-        fields = dict(headers)
-        if ACK_HEADER_STATUS not in fields:
+        status = message_id = platform_message_id = None
+        for name, value in headers:
+            if name == ACK_HEADER_STATUS:
+                status = value
+            elif name == ACK_HEADER_MESSAGE_ID:
+                message_id = value
+            elif name == ACK_HEADER_PLATFORM_MESSAGE_ID:
+                platform_message_id = value
+        if status is None:
             return False
-        message_id = fields.get(ACK_HEADER_MESSAGE_ID)
         if message_id:  # matched by room and message id (the platform's id is not read)
             platform = self._router.settled(_text(record.key()) or "", _text(message_id), None)
         else:  # matched by the platform's id alone (the room is not read)
-            platform = self._router.settled("", None, _text(fields.get(ACK_HEADER_PLATFORM_MESSAGE_ID)))
+            platform = self._router.settled("", None, _text(platform_message_id))
         if platform is None:
             return False
         m.for_platform(platform).duplicate_acks.inc()
