@@ -37,10 +37,12 @@ log = structlog.get_logger("inturn.worker.acks")
 
 #: Positioning attempts failed in a row after which the reader replaces its Kafka client (about a second apart).
 REBUILD_AFTER = 3
-#: Acks taken per consume, and how long the reader rests when a consume found fewer (a platform's callbacks come
-#: hundreds of milliseconds after a send: two more are nothing, and an idle worker polls 500 times a second).
+#: Acks taken per consume, and how long the reader rests when a consume found fewer: while messages wait for acks
+#: (a platform's callbacks come tens to hundreds of milliseconds after a send: five more are little), and while none
+#: does.
 BATCH = 1000
-POLL_S = 0.002
+POLL_S = 0.005
+IDLE_POLL_S = 0.02
 
 
 class AckReader:
@@ -212,8 +214,9 @@ class AckReader:
                 self._handle(record)
             for part in ready:
                 part.mark_acks_ready()  # after the batch above was routed
-            # A full batch: more is waiting. Otherwise look again shortly (an ack waits at most this long here).
-            await asyncio.sleep(0 if len(batch) == BATCH else POLL_S)
+            # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
+            # while none does (each wake-up of an idle process costs CPU time; an ack no send waits for can wait).
+            await asyncio.sleep(0 if len(batch) == BATCH else POLL_S if self._router.waiting else IDLE_POLL_S)
 
     def _handle(self, record: Message) -> None:
         """Route one consumed record and remember where its partition goes on."""
@@ -265,7 +268,8 @@ class AckReader:
         if not headers:
             return False
         status = message_id = platform_message_id = None
-        for name, value in headers:
+        # A consumed record's headers are a list of pairs (the client's type also allows a dict, for producing).
+        for name, value in headers.items() if isinstance(headers, dict) else headers:
             if name == ACK_HEADER_STATUS:
                 status = value
             elif name == ACK_HEADER_MESSAGE_ID:

@@ -60,6 +60,11 @@ class AckRouter:
         #: room -> the newest watermark ack that resolved nothing yet (it may come before its send returned)
         self._early_watermark: OrderedDict[str, tuple[float, Ack]] = OrderedDict()
 
+    @property
+    def waiting(self) -> int:
+        """Messages waiting for their ack."""
+        return len(self._waiting)
+
     def expect(self, room_id: str, message_id: str) -> asyncio.Future[Ack | None]:
         """A future for this message's ack; already resolved when an early ack by message id is waiting."""
         key = (room_id, message_id)
