@@ -47,7 +47,11 @@ async def test_without_a_request_the_next_round_waits_for_the_interval() -> None
 
 
 class _Confirmed:
-    async def confirm(self, wait_s: float) -> bool:
+    def __init__(self) -> None:
+        self.hurried: list[bool] = []
+
+    async def confirm(self, wait_s: float, hurry: bool = False) -> bool:
+        self.hurried.append(hurry)
         return True
 
 
@@ -89,3 +93,23 @@ async def test_rounds_walk_every_room_for_the_gauges_at_most_once_a_second() -> 
     checkpoint._gauges_at -= 1.0  # a second has passed
     await checkpoint.once()
     assert rooms.walks == 4
+
+
+async def test_a_round_a_room_waits_for_hurries_the_events_and_a_periodic_round_does_not() -> None:
+    """A room after an ack timeout waits for a round (``Partition.wait_durable``): that round has the producer send
+    the events it holds back at once; the periodic rounds leave the producer to batch them."""
+    part = Partition(0, lease_s=60, durability_wanted=None)
+    part.epoch = 1
+    events = _Confirmed()
+    checkpoint = Checkpoint(
+        WorkerSettings(worker_cursor_flush_ms=10),
+        {0: part},
+        _CountedRooms(),  # type: ignore[arg-type]  # the gauges read only active and stuck
+        events,  # type: ignore[arg-type]  # a round only confirms events
+        _Written(),  # type: ignore[arg-type]  # and writes cursors
+    )
+    await checkpoint.once()
+    checkpoint.wanted.set()  # what Partition.wait_durable does
+    await checkpoint.once()
+    await checkpoint.once()
+    assert events.hurried == [False, True, False]

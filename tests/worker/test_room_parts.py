@@ -111,3 +111,20 @@ async def test_an_event_record_carries_every_field_of_the_event_schema(inturn_to
     assert (event.created_at_ms, event.consumed_at_ms, event.sent_at_ms, event.acked_at_ms) == (1, 2, 3, 4)
     assert (event.platform_message_id, event.detail) == ("wamid.9", "sent")
     assert event.ts_ms >= 4
+
+
+async def test_a_checkpoint_a_room_waits_for_has_the_lingering_events_sent_at_once(
+    inturn_topics: KafkaSettings,
+) -> None:
+    """After an ack timeout the room's next send waits for a checkpoint round, whose first step is confirming the
+    events produced so far. The producer lingers to batch them; a round a room waits for must not wait that out."""
+    settings = WorkerSettings(**inturn_topics.model_dump(include=set(KafkaSettings.model_fields)), worker_id="w-1")
+    producer = make_producer(settings, **{"linger.ms": 60_000})  # held back far longer than the test runs
+    log = EventLog(producer, settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    log.emit(EventType.ACK_TIMEOUT, "room-1", "room-1#1", "whatsapp", 0, 1, detail="no ack")
+    assert producer.flush(20) == 0  # the first one connects the producer; what follows is about lingering only
+    assert await log.confirm(wait_s=1)
+    log.emit(EventType.ACK_TIMEOUT, "room-1", "room-1#2", "whatsapp", 0, 2, detail="no ack")
+    assert not await log.confirm(wait_s=1.5), "without hurry the event lingers (the producer's batching)"
+    assert await log.confirm(wait_s=20, hurry=True), "a hurried confirm still waited for the linger"
+    assert len(read_topic(settings, settings.topic_events, expect=2)) == 2

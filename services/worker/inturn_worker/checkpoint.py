@@ -77,13 +77,14 @@ class Checkpoint:
         apply to the partitions, or None when it failed (nothing was achieved then)."""
         async with self._lock:
             began = time.monotonic()
+            hurry = self.wanted.is_set()  # a room waits for this round
             if only is None:
                 self._last_round = began
                 self.wanted.clear()  # a room asking from now on needs a round that begins after this one
             parts = only if only is not None else [p for p in self._parts.values() if not p.gone]
             pending = {p.partition: p.pending() for p in parts}
             committable = {p.partition: c for p in parts if (c := p.offsets.committable()) is not None}
-            if not await self._events.confirm(wait_s=10.0):
+            if not await self._events.confirm(wait_s=10.0, hurry=hurry):
                 log.warning("events_not_confirmed")
                 self._failed(only)
                 return None

@@ -28,6 +28,9 @@ from inturn.settings.worker import WorkerSettings
 
 log = structlog.get_logger("inturn.worker.events")
 
+#: The longest a checkpoint round's ``confirm`` blocks the loop to have the lingering events sent at once.
+FLUSH_S = 0.005
+
 
 class EventLog:
     """Produces events and dead letters and knows which of them Kafka confirmed."""
@@ -146,12 +149,20 @@ class EventLog:
         delivered = self._delivered
         return self._resending == 0 and all(delivered[key] >= count for key, count in snapshot.items())
 
-    async def confirm(self, wait_s: float) -> bool:
-        """Wait up to ``wait_s`` until every record produced so far is confirmed; False if that did not happen."""
+    async def confirm(self, wait_s: float, hurry: bool = False) -> bool:
+        """Wait up to ``wait_s`` until every record produced so far is confirmed; False if that did not happen.
+
+        ``hurry``: a room waits for this (after an ack timeout or a dead letter), so the events the producer holds
+        back to send in fewer requests (it lingers 50 ms) go out at once: librdkafka ignores the linger only while
+        a ``flush`` is under way, so each turn flushes for at most FLUSH_S (about a broker round trip, the loop
+        blocked meanwhile) instead of only serving delivery reports."""
         snapshot = dict(self._produced)
         deadline = time.monotonic() + wait_s
         while True:
-            self._producer.poll(0)
+            if hurry:
+                self._producer.flush(FLUSH_S)  # serves delivery reports as poll does
+            else:
+                self._producer.poll(0)
             if self._confirmed(snapshot):
                 return True
             if time.monotonic() > deadline:
