@@ -131,7 +131,10 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_breaker_probes: int = Field(3, ge=1, description="Successful half-open probes that close it.")
     worker_pool_size: int = Field(200, ge=1, description="HTTP connections per platform (bulkhead).")
     worker_prepare_ahead: int = Field(
-        4, ge=0, description="Messages of a room prepared ahead while one awaits its ack."
+        0,
+        ge=0,
+        description="Messages of a room rendered ahead while one awaits its ack (each holds its body meanwhile; a "
+        "render takes microseconds).",
     )
     worker_gc_young_threshold: int = Field(
         20_000,

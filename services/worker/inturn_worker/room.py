@@ -318,6 +318,8 @@ class Rooms:
 
     def _prepare_next(self, room: Room, adapter: PlatformAdapter) -> None:
         """Render the next few messages of the room while this one waits (sends stay in order)."""
+        if not self._prepare_ahead:
+            return
         for i, entry in enumerate(room.queue):
             if i > self._prepare_ahead:
                 break
