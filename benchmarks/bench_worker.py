@@ -21,10 +21,12 @@ finished.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,9 @@ from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn_devtools.waiting import wait_until
 
-BASELINES = ("aiohttp", "inturn")  # bare_post clients: today's aiohttp, and the adapters' transport
+FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
+BASELINES = ("aiohttp", "inturn", FLOOR)  # bare_post clients (aiohttp, the adapters' transport) and the floor
+STATUSES_PER_MESSAGE = 2  # the simulator's 'sent' and 'delivered' (read rate 0, nothing dropped)
 
 
 def _scenario(
@@ -150,13 +154,45 @@ def _bare(
         line.stop()
 
 
+def _floor(
+    kafka: LocalKafka,
+    rooms: int,
+    per_room: int,
+    payload_bytes: int,
+    sim_env: dict[str, str],
+    worker_env: dict[str, str],
+) -> dict[str, Any]:
+    """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU."""
+    name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
+    settings = fresh_topics(kafka.bootstrap, name, 4)
+    workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
+    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env, worker=worker_env)
+    line.start_sim()
+    line.start_webhook()
+    try:
+        total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
+        env = {**os.environ, "MALLOC_ARENA_MAX": "2", **line.worker_settings_env("floor")}  # as a worker's
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.floor_worker", str(total), str(STATUSES_PER_MESSAGE)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        result: dict[str, Any] = json.loads(out.splitlines()[-1])
+        # The bare POSTs' field names, so the floor pools and rounds like them.
+        return {**result, "requests": result["messages"], "cpu_us_per_request": result["cpu_us_per_message"]}
+    finally:
+        line.stop()
+
+
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Baseline runs as one: CPU per request over all of them, and each run's own figure in order."""
     requests = sum(r["requests"] for r in runs)
     cpu_s = sum(r["cpu_s"] for r in runs)
     return {
         "requests": requests,
-        "failures": sum(r["failures"] for r in runs),
+        "failures": sum(r.get("failures", 0) for r in runs),
         "cpu_s": cpu_s,
         "wall_s": sum(r["wall_s"] for r in runs),
         "cpu_us_per_request": cpu_s / requests * 1e6,
@@ -267,6 +303,8 @@ def run(quick: bool) -> dict[str, Any]:
     concurrency = min(rooms, 200)
 
     def bare(client: str) -> dict[str, Any]:
+        if client == FLOOR:
+            return _floor(kafka, rooms, per_room, 1024, sim_env, worker_env)
         return _bare(kafka, rooms * per_room, concurrency, rooms, 1024, sim_env, client)
 
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
@@ -279,12 +317,17 @@ def run(quick: bool) -> dict[str, Any]:
             for client in BASELINES:
                 bares[client].append(bare(client))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
-    aiohttp, transport = _pooled(bares["aiohttp"]), _pooled(bares["inturn"])
+    aiohttp, transport, floor = _pooled(bares["aiohttp"]), _pooled(bares["inturn"]), _pooled(bares[FLOOR])
     cpu = _worker_total(scenarios)
     worker_us = cpu["worker_cpu_us_per_message"]
     return {
         "bare_post": aiohttp,
         "bare_post_transport": transport,
+        "floor": floor,
+        "cpu_ratio_worker_vs_floor": round(worker_us / floor["cpu_us_per_request"], 3),
+        "cpu_ratio_floor_vs_bare_post_transport": round(
+            floor["cpu_us_per_request"] / transport["cpu_us_per_request"], 3
+        ),
         "worker": cpu,
         "cpu_ratio_worker_vs_bare_post": round(worker_us / aiohttp["cpu_us_per_request"], 3),
         "cpu_ratio_worker_vs_bare_post_transport": round(worker_us / transport["cpu_us_per_request"], 3),

@@ -136,6 +136,28 @@ def components(results: Results) -> list[str]:
                     source(w),
                 ]
             )
+        if (floor := w.get("floor")) is not None:
+            rows.append(
+                [
+                    "the floor (benchmarks/floor_worker.py: decode, render, POST, read the two statuses, write one "
+                    "event; no ordering) vs bare POST through the transport",
+                    f"{figure(floor.get('cpu_us_per_request'))} µs/msg{_runs(floor.get('cpu_us_per_request_runs'))}",
+                    f"{figure(dig(w, 'bare_post_transport', 'cpu_us_per_request'))} µs/request",
+                    f"{figure(w.get('cpu_ratio_floor_vs_bare_post_transport'), 2)}",
+                    "—",
+                    source(w),
+                ]
+            )
+            rows.append(
+                [
+                    "worker CPU per delivered message vs the floor",
+                    f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
+                    f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
+                    f"{figure(w.get('cpu_ratio_worker_vs_floor'), 2)}" + _round_ratios(w, "ratio_vs_floor"),
+                    "—",
+                    source(w),
+                ]
+            )
         if (webhook := dig(w, "worker", "webhook_cpu_us_per_message")) is not None:
             rows.append(
                 [
@@ -283,6 +305,19 @@ def reading(results: Results) -> list[str]:
             lines.append(
                 f"Worker CPU per message against {baseline}: {ratio:g}x, target ≤ {target}: {verdict}" + _earlier(w)
             )
+    if w and (floor_ratio := w.get("cpu_ratio_floor_vs_bare_post_transport")) is not None:
+        transport_target = w.get("target_ratio_transport")
+        below = (
+            f", above the transport target of {transport_target}x: no worker that reads its messages and statuses "
+            "from Kafka and writes its outcomes there meets that target on this machine"
+            if transport_target is not None and floor_ratio > transport_target
+            else ""
+        )
+        lines.append(
+            "The floor (decode, render, POST, read the two statuses, write one event; no ordering) cost "
+            f"{floor_ratio:g}x a bare POST through the transport{below}; "
+            f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor" + _earlier(w)
+        )
     if w and (records := w.get("records_per_message")) is not None:
         target = w.get("target_records_per_message")
         verdict = "met" if target is not None and records <= target else "not met"

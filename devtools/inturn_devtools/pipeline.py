@@ -167,8 +167,16 @@ class Pipeline:
 
     def add_worker(self, name: str, **env: str) -> ServiceProcess:
         """Start one more worker process in the group."""
+        worker_env = self.worker_settings_env(name, **env)
+        health = f"http://127.0.0.1:{worker_env['INTURN_WORKER_HTTP_PORT']}/healthz"
+        worker = ServiceProcess(name, ["worker"], worker_env, self.workdir, health)
+        self.workers[name] = worker.start()
+        return worker
+
+    def worker_settings_env(self, name: str, **env: str) -> dict[str, str]:
+        """The environment of a worker of this pipeline (its own free HTTP port), plus ``env``."""
         port = free_port()
-        worker_env = {
+        return {
             **self._kafka_env(),
             "INTURN_POSTGRES_DSN": self.postgres_dsn,
             "INTURN_WORKER_GROUP_ID": self.group,
@@ -198,9 +206,6 @@ class Pipeline:
             **self.worker_env,
             **env,
         }
-        worker = ServiceProcess(name, ["worker"], worker_env, self.workdir, f"http://127.0.0.1:{port}/healthz")
-        self.workers[name] = worker.start()
-        return worker
 
     def worker_gauge(self, name: str, metric: str, timeout: float = 5.0) -> float | None:
         """A gauge from a worker's /metrics (None when the worker does not answer in ``timeout``)."""

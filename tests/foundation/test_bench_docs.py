@@ -248,3 +248,28 @@ def test_a_component_measured_in_this_run_names_the_commit_it_measured() -> None
         line for line in docs_figures.components({"results": {"worker": worker}}) if line.startswith("| worker CPU")
     )
     assert row.endswith("| this run (commit bc368ff01234, plus uncommitted changes to `benchmarks/docs_figures.py`) |")
+
+
+def test_the_worker_is_set_against_its_floor_and_the_floor_against_the_transport_target() -> None:
+    """The floor (what any worker must do per message) has its own rows; when the floor itself is above the
+    transport target, the reading says no worker of this design can meet that target here."""
+    worker = {
+        "bare_post": {"cpu_us_per_request": 200.0},
+        "bare_post_transport": {"cpu_us_per_request": 40.0},
+        "floor": {"cpu_us_per_request": 80.0, "cpu_us_per_request_runs": [78.0, 82.0]},
+        "worker": {"worker_cpu_us_per_message": 140.0},
+        "cpu_ratio_worker_vs_floor": 1.75,
+        "cpu_ratio_floor_vs_bare_post_transport": 2.0,
+        "rounds": [{"ratio_vs_floor": 1.7}, {"ratio_vs_floor": 1.8}],
+        "target_ratio_transport": 1.3,
+    }
+    results = {"results": {"worker": worker}}
+    rows = docs_figures.components(results)
+    floor = next(line for line in rows if line.startswith("| the floor"))
+    assert "| 80 µs/msg (runs 78, 82) | 40 µs/request | 2 | — |" in floor
+    against = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the floor"))
+    assert "| 140 µs/msg | 80 µs/msg | 1.75 (rounds 1.70, 1.80) | — |" in against
+    reading = " ".join(docs_figures.reading(results))
+    assert "cost 2x a bare POST through the transport, above the transport target of 1.3x" in reading
+    worker["cpu_ratio_floor_vs_bare_post_transport"] = 1.2
+    assert "above the transport target" not in " ".join(docs_figures.reading(results))

@@ -1,0 +1,145 @@
+"""The floor of the worker benchmark: per message, the work any worker of this design must do, and nothing else.
+
+Per message it takes the record from the messages topic and decodes it (msgspec, as the worker does), renders the
+platform's body (the worker's own adapter), POSTs it through the worker's transport with the worker's pool of
+connections, reads the message's two status records from the acks topic (their headers only: the least that tells
+which message a status is about, as the worker's skip reads them), and writes one event (the worker's ``EventLog``,
+confirmed by Kafka). It orders nothing, waits for no ack before the next send, keeps no cursor, writes nothing to
+PostgreSQL and commits no offset. Against the bare POST it is the price of Kafka on both sides of the send; the worker
+against it is the price of ordering, bookkeeping and durability.
+
+``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE``, run as its own process with a worker's
+environment (``Pipeline.worker_env``) after the messages were produced; prints its own CPU time (getrusage of the
+whole process: every thread, user + system, librdkafka's included) per message as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import time
+import uuid
+from typing import Any
+
+import uvloop
+from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
+
+from inturn.kafka import make_consumer, make_producer
+from inturn.platforms.whatsapp import WhatsAppAdapter
+from inturn.schemas import ACK_HEADER_STATUS, EventType, decode
+from inturn.schemas import Message as InturnMessage
+from inturn.settings.worker import WorkerSettings
+from inturn_worker.app import EVENTS_PRODUCER
+from inturn_worker.events import EventLog
+
+POLL_S = 0.005  # as the worker's acks reader while messages wait
+
+
+def _from_start(topic: str, partitions: int) -> list[TopicPartition]:
+    return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+
+
+async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
+    """Send ``messages`` (already on the messages topic) and read ``statuses_per_message`` statuses of each."""
+    settings = WorkerSettings()
+    adapter = WhatsAppAdapter(settings, settings.worker_pool_size, settings.worker_send_timeout_ms / 1000)
+    group = f"floor-{uuid.uuid4().hex[:8]}"
+    intake = make_consumer(settings, group)
+    acks = make_consumer(settings, f"{group}.acks")
+    topic = settings.topic_messages
+    partitions = len(intake.list_topics(topic, timeout=10).topics[topic].partitions)  # as the worker's layout check
+    intake.assign(_from_start(settings.topic_messages, partitions))
+    acks.assign(_from_start(settings.topic_acks, partitions))
+    events = EventLog(
+        make_producer(settings, **EVENTS_PRODUCER),
+        settings,
+        {settings.topic_events: partitions, settings.topic_dlq: partitions},
+    )
+    line: asyncio.Queue[tuple[InturnMessage, int, int]] = asyncio.Queue()
+    sent = failures = statuses = 0
+    expected = messages * statuses_per_message
+
+    async def consume() -> None:
+        taken = 0
+        while taken < messages:
+            batch: list[Message] = intake.consume(num_messages=500, timeout=0)
+            for record in batch:
+                message = decode(InturnMessage, record.value() or b"")
+                line.put_nowait((message, record.partition() or 0, record.offset() or 0))
+            taken += len(batch)
+            await asyncio.sleep(0 if len(batch) == 500 else POLL_S)
+
+    async def lane() -> None:
+        nonlocal sent, failures
+        while True:  # until cancelled, once every status was read
+            message, partition, offset = await line.get()
+            prepared = adapter.prepare(message, partition)
+            response = await adapter.transport.request(prepared.url, prepared.headers, prepared.body)
+            if response.status != 200:
+                failures += 1
+                continue
+            result = adapter.result_of(response)
+            events.emit(
+                EventType.SENT,
+                message.room_id,
+                message.message_id,
+                message.platform,
+                partition,
+                offset,
+                created_at_ms=message.created_at_ms,
+                sent_at_ms=response.sent_at_ms,
+                platform_message_id=result.platform_message_id,
+            )
+            sent += 1
+
+    async def read_statuses() -> None:
+        nonlocal statuses
+        while statuses < expected:
+            batch: list[Message] = acks.consume(num_messages=1000, timeout=0)
+            for record in batch:
+                headers = record.headers() or []
+                names = headers.keys() if isinstance(headers, dict) else (name for name, _ in headers)
+                if ACK_HEADER_STATUS in names:
+                    statuses += 1
+            events.poll()
+            await asyncio.sleep(0 if len(batch) == 1000 else POLL_S)
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size)]
+    await asyncio.wait_for(asyncio.gather(consume(), read_statuses()), 600)
+    confirmed = await events.confirm(wait_s=30)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    for task in lanes:
+        task.cancel()
+    await asyncio.gather(*lanes, return_exceptions=True)
+    await adapter.close()
+    intake.close()
+    acks.close()
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "messages": messages,
+        "sent": sent,
+        "failures": failures,
+        "statuses_read": statuses,
+        "events_confirmed": confirmed,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cpu_us_per_message": cpu / messages * 1e6,
+    }
+
+
+def main() -> None:
+    """Parse the command line, run, print the figures as one JSON line."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.floor_worker", description=__doc__)
+    parser.add_argument("messages", type=int)
+    parser.add_argument("statuses_per_message", type=int)
+    a = parser.parse_args()
+    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message))))
+
+
+if __name__ == "__main__":
+    main()
