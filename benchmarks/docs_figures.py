@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-COMPONENTS = ("worker", "transport", "half_load", "webhook", "bridge", "report", "sim")
+COMPONENTS = ("worker", "transport", "kafka_clients", "half_load", "webhook", "bridge", "report", "sim")
 CPU_BOUND = 0.85  # CPU seconds per second from which one worker process counts as saturated
 ACK_QUEUED_MS = 1000  # an ack path (beyond the injected latency) this long is named by its longest part
 ACK_PATH_PARTS = {

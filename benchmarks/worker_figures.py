@@ -17,6 +17,35 @@ LIBRARIES = {
 }
 
 
+def kafka_clients_section(k: Mapping[str, Any]) -> list[str]:
+    """The ``## Kafka clients`` section: CPU per record produced and consumed, per client, against confluent-kafka."""
+    clients: Mapping[str, Mapping[str, Any]] = k.get("clients", {})
+    out = [
+        "## Kafka clients",
+        "",
+        f"Measured in {source(k)} (`benchmarks/bench_kafka_clients.py`): each client in its own process produces "
+        f"{figure(k.get('records'))} records of 300 bytes (idempotent, acks=all, linger 50 ms, as the worker's "
+        "events) and consumes them back, on the same broker; "
+        f"{figure(k.get('rounds'))} round(s), the order alternated. *CPU* is the client process's own (getrusage: "
+        "every thread). The worker and its floor use confluent-kafka.",
+        "",
+    ]
+    rows = [
+        [
+            name,
+            figure(c.get("produce_us_per_record"), 2),
+            figure(c.get("produce_vs_confluent"), 2),
+            figure(c.get("consume_us_per_record"), 2),
+            figure(c.get("consume_vs_confluent"), 2),
+        ]
+        for name, c in clients.items()
+    ]
+    out += table(
+        ["client", "produce CPU µs/record", "vs confluent-kafka", "consume CPU µs/record", "vs confluent-kafka"], rows
+    )
+    return out
+
+
 def transport_section(t: Mapping[str, Any]) -> list[str]:
     """The ``## The adapters' HTTP transport`` section: one row per candidate, the adopted one named."""
     setup: Mapping[str, Any] = t.get("setup", {})

@@ -27,7 +27,7 @@ from benchmarks.docs_figures import (
     reading,
     table,
 )
-from benchmarks.worker_figures import half_load_section, transport_section, worker_reading
+from benchmarks.worker_figures import half_load_section, kafka_clients_section, transport_section, worker_reading
 from inturn_reports.charts import bar_chart
 
 BENCH_DIR = Path("var/bench")
@@ -161,6 +161,8 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         out += half_load_section(half_load)
     if transport := dig(results, "results", "transport"):
         out += transport_section(transport)
+    if kafka_clients := dig(results, "results", "kafka_clients"):
+        out += kafka_clients_section(kafka_clients)
     out += components(results)
     out += ["## Reading", "", *(f"- {line}" for line in reading(results) + worker_reading(results)), ""]
     return "\n".join(out)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import docs_figures, write_docs
+from benchmarks.worker_figures import kafka_clients_section
 
 
 def _mode(msgs_per_s: float, cpu_us: float, reordered: int) -> dict[str, Any]:
@@ -273,3 +274,28 @@ def test_the_worker_is_set_against_its_floor_and_the_floor_against_the_transport
     assert "cost 2x a bare POST through the transport, above the transport target of 1.3x" in reading
     worker["cpu_ratio_floor_vs_bare_post_transport"] = 1.2
     assert "above the transport target" not in " ".join(docs_figures.reading(results))
+
+
+def test_the_kafka_clients_section_shows_each_clients_cost_per_record_against_confluent_kafka() -> None:
+    section = kafka_clients_section(
+        {
+            "records": 100000,
+            "rounds": 3,
+            "clients": {
+                "confluent-kafka": {
+                    "produce_us_per_record": 3.5,
+                    "produce_vs_confluent": 1.0,
+                    "consume_us_per_record": 0.8,
+                    "consume_vs_confluent": 1.0,
+                },
+                "aiokafka": {
+                    "produce_us_per_record": 17.25,
+                    "produce_vs_confluent": 4.93,
+                    "consume_us_per_record": 1.8,
+                    "consume_vs_confluent": 2.25,
+                },
+            },
+        }
+    )
+    assert "| aiokafka | 17.25 | 4.93 | 1.80 | 2.25 |" in section
+    assert "| confluent-kafka | 3.50 | 1 | 0.80 | 1 |" in section
