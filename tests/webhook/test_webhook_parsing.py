@@ -7,6 +7,7 @@ import asyncio
 import msgspec
 import orjson
 import pytest
+from confluent_kafka import KafkaError, Message
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,8 @@ from inturn.errors import ConfigError, SchemaError
 from inturn.schemas import Ack, AckStatus, encode_callback_data
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.intake import ReplayWindow
+from inturn_webhook.confirmations import Confirmation
+from inturn_webhook.intake import Record, ReplayWindow
 from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 from inturn_webhook.signature import SignatureError, sign, verify
 from inturn_webhook.statuses import (
@@ -191,15 +193,16 @@ def test_bad_webhook_settings_fail_fast_naming_the_variable() -> None:
 
 
 async def test_the_replay_window_remembers_only_what_kafka_confirmed_and_forgets_the_oldest() -> None:
-    loop = asyncio.get_running_loop()
     window = ReplayWindow(2)
-    confirmed, failed = loop.create_future(), loop.create_future()
-    confirmed.set_result(None)
-    failed.set_exception(RuntimeError("broker down"))
-    window.settle(("p", "a", "sent"), confirmed)
-    window.settle(("p", "b", "sent"), failed)  # answered 503: the platform's retry must publish it
+    request = Confirmation(asyncio.get_running_loop(), 30)
+    for key in (("p", "a", "sent"), ("p", "b", "sent")):
+        window.in_flight[key] = Record(window, key, request)
+    window.in_flight["p", "a", "sent"].delivered(None, Message())
+    # Refused, so answered 503: the platform's retry must publish it.
+    window.in_flight["p", "b", "sent"].delivered(KafkaError(KafkaError._TRANSPORT), Message())
     assert ("p", "a", "sent") in window
     assert ("p", "b", "sent") not in window
+    assert not window.in_flight
     window.remember(("p", "c", "sent"))
     window.remember(("p", "d", "sent"))
     assert ("p", "a", "sent") not in window  # the window is bounded: the oldest went first
