@@ -186,10 +186,9 @@ class AckIntake:
                 source = ack_source(status.source)
                 self._dead_letter(platform, "unknown_room", "unknown room", source, record.delivered)
             else:
-                value = ack_bytes(status, platform, received_at_ms)
                 self._produce(
                     self._acks_topic,
-                    value,
+                    ack_bytes(status, platform, received_at_ms),
                     record.delivered,
                     status.room_id,
                     ack_headers(status),
