@@ -188,7 +188,7 @@ class AsyncProducer:
     every ``POLL_INTERVAL_S`` from one timer (never waiting inside librdkafka), so a record's ``Delivered``
     callback runs on the loop's thread, where it may settle futures and requests directly. Measured against a
     poll thread that queued the reports and woke the loop once per ``poll``: that thread took the GIL from the
-    loop for every batch of reports, and each wake-up wrote to the loop's self-pipe (docs/webhook.md, Hot path).
+    loop for every batch of reports, and each wake-up wrote to the loop's self-pipe (docs/webhook.md, Performance).
     A record counts as confirmed only with Kafka's ack; only the waiting is shared.
 
     Create it inside the running loop; only that loop may call ``produce``, ``produce_then`` and ``close``.

@@ -19,12 +19,12 @@ from typing import Any
 import orjson
 import structlog
 from confluent_kafka import KafkaError, Message
-from prometheus_client import Counter
 
 from inturn import schemas
 from inturn.errors import KafkaClientError
 from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.metrics import webhook as metrics
+from inturn.metrics.lockfree import CounterChild
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError
 from inturn_webhook.statuses import Callback, Status, ack_bytes
@@ -117,11 +117,11 @@ class AckIntake:
         self.acks_partitions: int | None = None
         # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
         # of its own) for every status. The label values are a fixed set per platform.
-        self._statuses: dict[tuple[str, str, str], Counter] = {}
+        self._statuses: dict[tuple[str, str, str], CounterChild] = {}
         self._dead_letters = {kind: metrics.DEAD_LETTERS.labels(kind) for kind in DEAD_LETTER_KINDS}
-        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS
+        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS.labels()
 
-    def _counted(self, platform: str, status: str, outcome: str) -> Counter:
+    def _counted(self, platform: str, status: str, outcome: str) -> CounterChild:
         key = (platform, status, outcome)
         child = self._statuses.get(key)
         if child is None:
