@@ -174,6 +174,20 @@ def test_a_generic_ack_missing_a_field_is_rejected_alone() -> None:
     assert [r.reason for r in callback.rejected] == ["platform_message_id: missing, not a string or too long"]
 
 
+def test_a_status_value_that_is_not_a_string_is_rejected_alone_in_either_format() -> None:
+    """A list or object as the status value (unhashable) is a bad status, not an error of the whole request."""
+    meta = meta_payload(meta_status("w1", room="r", message="m"), meta_status("w2", room="r", message="m"))
+    meta["entry"][0]["changes"][0]["value"]["statuses"][1]["status"] = ["sent"]
+    callback = parse_meta(orjson.dumps(meta), RoomResolver(None))
+    assert [s.platform_message_id for s in callback.statuses] == ["w1"]
+    assert [r.reason for r in callback.rejected] == ["status: unsupported value ['sent']"]
+    generic = parse_generic(
+        b'{"acks":[{"room_id":"r","platform_message_id":"p","status":{"v":"sent"},"timestamp_ms":1}]}', "sms"
+    )
+    assert generic.statuses == []
+    assert [r.reason for r in generic.rejected] == ["status: unsupported value {'v': 'sent'}"]
+
+
 def test_secret_lists_read_comma_separated_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INTURN_WEBHOOK_APP_SECRETS", "new, old")
     monkeypatch.setenv("INTURN_WEBHOOK_GENERIC_SECRET", '["a,b", "c"]')
