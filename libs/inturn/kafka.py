@@ -10,9 +10,9 @@ Clients are built on demand, never at import time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -146,7 +146,8 @@ class DeliveryThread:
     """Serves a producer's delivery reports on a thread of its own: ``poll`` waits inside librdkafka (no GIL held,
     no CPU used while nothing arrives) and runs the records' callbacks; ``after_poll`` runs after each poll.
 
-    The one serve loop of inturn's producer wrappers (``AsyncProducer`` here, the SDK's ``MessageProducer``).
+    The serve loop of the SDK's ``MessageProducer`` (whose callers are not on an event loop; ``AsyncProducer``
+    is served by its loop instead).
     """
 
     def __init__(self, producer: Producer, name: str, after_poll: Callable[[], None] | None = None) -> None:
@@ -170,27 +171,35 @@ class DeliveryThread:
 
 #: Record headers as confluent_kafka takes them.
 Headers = list[tuple[str, str | bytes | None]]
-_Report = tuple["asyncio.Future[Message]", KafkaError | None, Message]
+#: What a record's delivery report calls, on the event loop's thread: (error, record); error None once Kafka
+#: confirmed the record.
+Delivered = Callable[[KafkaError | None, Message], None]
+
+#: How often the loop polls a producer with records in flight: the most a confirmation waits for the loop to see it.
+POLL_INTERVAL_S = 0.001
+#: How often it polls one with nothing in flight (librdkafka's other events: errors, logs).
+IDLE_POLL_S = 0.5
 
 
 class AsyncProducer:
-    """A producer whose deliveries resolve asyncio futures, many per wake-up of the event loop.
+    """A producer served by the event loop itself: no thread, no hop between threads per delivery.
 
-    librdkafka reports each delivery through ``poll``. A poll thread waits in librdkafka (no GIL held, no CPU
-    used while nothing arrives), queues the reports one ``poll`` returned, and wakes the loop once for all of
-    them; the loop then resolves every future they confirm. A record's future resolves only with Kafka's ack
-    (or fails with ``KafkaClientError``); only the waiting is shared. Handing each report to the loop on its own
-    (a ``call_soon_threadsafe`` per record) cost the webhook most of a callback's Kafka CPU; polling from the
-    loop on a timer cost CPU on every tick while anything was in flight.
+    librdkafka reports each delivery through ``poll``. While records are in flight the loop calls ``poll(0)``
+    every ``POLL_INTERVAL_S`` from one timer (never waiting inside librdkafka), so a record's ``Delivered``
+    callback runs on the loop's thread, where it may settle futures and requests directly. Measured against a
+    poll thread that queued the reports and woke the loop once per ``poll``: that thread took the GIL from the
+    loop for every batch of reports, and each wake-up wrote to the loop's self-pipe (docs/webhook.md, Performance).
+    A record counts as confirmed only with Kafka's ack; only the waiting is shared.
 
-    Create it inside the running loop; only that loop may call ``produce`` and ``close``.
+    Create it inside the running loop; only that loop may call ``produce``, ``produce_then`` and ``close``.
     """
 
     def __init__(self, producer: Producer) -> None:
         self._producer = producer
         self._loop = asyncio.get_running_loop()
-        self._reports: deque[_Report] = deque()  # appended by librdkafka's callers, drained by the loop
-        self._deliveries = DeliveryThread(producer, "kafka-deliveries", self._wake)
+        self._busy = False  # polled every POLL_INTERVAL_S (records in flight), else every IDLE_POLL_S
+        self._drained: asyncio.Event | None = None  # set once nothing is in flight (``close``)
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(IDLE_POLL_S, self._poll)
 
     @property
     def producer(self) -> Producer:
@@ -206,13 +215,26 @@ class AsyncProducer:
         partition: int | None = None,
     ) -> asyncio.Future[Message]:
         """Queue a record; its future resolves once Kafka confirmed it, or fails with ``KafkaClientError``.
+        The errors of ``produce_then``."""
+        future: asyncio.Future[Message] = self._loop.create_future()
+        self.produce_then(topic, value, functools.partial(_resolve, future), key, headers, partition)
+        return future
+
+    def produce_then(
+        self,
+        topic: str,
+        value: bytes,
+        delivered: Delivered,
+        key: str | bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Queue a record; ``delivered`` runs on the loop once Kafka confirmed or refused it (it must not raise).
         ``partition`` None: the producer's partitioner (murmur2 of the key) chooses.
 
         ``BufferError`` when librdkafka's local queue stays full (Kafka is not keeping up or is away): it never
         waits for room. ``KafkaClientError`` when librdkafka refuses the record outright.
         """
-        future: asyncio.Future[Message] = self._loop.create_future()
-        delivered = functools.partial(self._delivered, future)
         where = -1 if partition is None else partition  # -1: librdkafka's "unassigned", the partitioner decides
         try:
             self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
@@ -223,30 +245,38 @@ class AsyncProducer:
             self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc
-        return future
+        if not self._busy:
+            self._busy = True
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._loop.call_later(POLL_INTERVAL_S, self._poll)
 
-    def _delivered(self, future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
-        # Runs inside ``poll`` or ``flush``, on whichever thread called it: only queue the report.
-        self._reports.append((future, err, msg))
-
-    def _wake(self) -> None:
-        # On the delivery thread, after a poll: one wake-up of the loop for every report that poll queued.
-        if self._reports:
-            self._loop.call_soon_threadsafe(self._settle)
-
-    def _settle(self) -> None:
-        while self._reports:
-            future, err, msg = self._reports.popleft()
-            if future.done():  # cancelled by its waiter: nothing to tell
-                continue
-            if err is not None:
-                future.set_exception(KafkaClientError(err))
-            else:
-                future.set_result(msg)
+    def _poll(self) -> None:
+        try:
+            self._producer.poll(0)
+        finally:  # the timer is re-armed whatever a callback did
+            self._busy = len(self._producer) > 0  # queued, in flight, or reported but not yet served
+            if not self._busy and self._drained is not None:
+                self._drained.set()
+            self._timer = self._loop.call_later(POLL_INTERVAL_S if self._busy else IDLE_POLL_S, self._poll)
 
     async def close(self, wait_s: float) -> int:
-        """Wait up to ``wait_s`` seconds for the records still queued; returns how many were left unconfirmed."""
-        left = await asyncio.to_thread(self._producer.flush, wait_s)
-        await asyncio.to_thread(self._deliveries.stop)
-        self._settle()
-        return int(left)
+        """Wait up to ``wait_s`` seconds for the records still queued (the timer keeps serving their reports),
+        then stop polling; returns how many were left unconfirmed."""
+        if len(self._producer):
+            self._drained = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), wait_s)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return len(self._producer)
+
+
+def _resolve(future: asyncio.Future[Message], err: KafkaError | None, msg: Message) -> None:
+    if future.done():  # cancelled by its waiter: nothing to tell
+        return
+    if err is not None:
+        future.set_exception(KafkaClientError(err))
+    else:
+        future.set_result(msg)

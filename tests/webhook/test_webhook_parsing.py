@@ -7,6 +7,7 @@ import asyncio
 import msgspec
 import orjson
 import pytest
+from confluent_kafka import KafkaError, Message
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,7 +16,8 @@ from inturn.errors import ConfigError, SchemaError
 from inturn.schemas import Ack, AckStatus, encode_callback_data
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.intake import ReplayWindow
+from inturn_webhook.confirmations import Confirmation
+from inturn_webhook.intake import Record, ReplayWindow
 from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 from inturn_webhook.signature import SignatureError, sign, verify
 from inturn_webhook.statuses import (
@@ -172,6 +174,20 @@ def test_a_generic_ack_missing_a_field_is_rejected_alone() -> None:
     assert [r.reason for r in callback.rejected] == ["platform_message_id: missing, not a string or too long"]
 
 
+def test_a_status_value_that_is_not_a_string_is_rejected_alone_in_either_format() -> None:
+    """A list or object as the status value (unhashable) is a bad status, not an error of the whole request."""
+    meta = meta_payload(meta_status("w1", room="r", message="m"), meta_status("w2", room="r", message="m"))
+    meta["entry"][0]["changes"][0]["value"]["statuses"][1]["status"] = ["sent"]
+    callback = parse_meta(orjson.dumps(meta), RoomResolver(None))
+    assert [s.platform_message_id for s in callback.statuses] == ["w1"]
+    assert [r.reason for r in callback.rejected] == ["status: unsupported value ['sent']"]
+    generic = parse_generic(
+        b'{"acks":[{"room_id":"r","platform_message_id":"p","status":{"v":"sent"},"timestamp_ms":1}]}', "sms"
+    )
+    assert generic.statuses == []
+    assert [r.reason for r in generic.rejected] == ["status: unsupported value {'v': 'sent'}"]
+
+
 def test_secret_lists_read_comma_separated_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INTURN_WEBHOOK_APP_SECRETS", "new, old")
     monkeypatch.setenv("INTURN_WEBHOOK_GENERIC_SECRET", '["a,b", "c"]')
@@ -191,15 +207,16 @@ def test_bad_webhook_settings_fail_fast_naming_the_variable() -> None:
 
 
 async def test_the_replay_window_remembers_only_what_kafka_confirmed_and_forgets_the_oldest() -> None:
-    loop = asyncio.get_running_loop()
     window = ReplayWindow(2)
-    confirmed, failed = loop.create_future(), loop.create_future()
-    confirmed.set_result(None)
-    failed.set_exception(RuntimeError("broker down"))
-    window.settle(("p", "a", "sent"), confirmed)
-    window.settle(("p", "b", "sent"), failed)  # answered 503: the platform's retry must publish it
+    request = Confirmation(asyncio.get_running_loop(), 30)
+    for key in (("p", "a", "sent"), ("p", "b", "sent")):
+        window.in_flight[key] = Record(window, key, request)
+    window.in_flight["p", "a", "sent"].delivered(None, Message())
+    # Refused, so answered 503: the platform's retry must publish it.
+    window.in_flight["p", "b", "sent"].delivered(KafkaError(KafkaError._TRANSPORT), Message())
     assert ("p", "a", "sent") in window
     assert ("p", "b", "sent") not in window
+    assert not window.in_flight
     window.remember(("p", "c", "sent"))
     window.remember(("p", "d", "sent"))
     assert ("p", "a", "sent") not in window  # the window is bounded: the oldest went first

@@ -2,7 +2,8 @@
 
 A request is answered 200 only once Kafka confirmed every record it produced, and 503 when that has not
 happened within the confirm timeout. ``asyncio.wait`` per request cost a set, a waiter, a done-callback per
-record and a timer per request. Here each record's future counts its request down (one callback), and since
+record and a timer per request; a future per record cost its creation and a loop callback per record. Here
+each record's delivery report counts its request down directly (``Confirmation.delivered``), and since
 every request waits the same timeout, deadlines fall in the order requests started: ``Deadlines`` keeps the
 requests still waiting in that order and arms one timer, for the oldest. The guarantee is per request; only
 the waiting is shared.
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any
 
-from inturn.errors import InturnError
+from confluent_kafka import KafkaError, Message
+
+from inturn.errors import InturnError, KafkaClientError
 
 
 class KafkaNotConfirmedError(InturnError):
@@ -22,8 +24,8 @@ class KafkaNotConfirmedError(InturnError):
 
 
 class Confirmation:
-    """The records of one request on their way to Kafka: settled when every one is confirmed, one is refused or
-    cancelled, or the deadline passes."""
+    """The records of one request on their way to Kafka: settled when every one is confirmed, one is refused, or
+    the deadline passes."""
 
     __slots__ = ("_count", "_done", "_left", "_timeout", "deadline")
 
@@ -39,30 +41,28 @@ class Confirmation:
         """Whether records are tracked and nothing is decided yet."""
         return self._left > 0 and not self._done.done()
 
-    def track(self, future: asyncio.Future[Any]) -> None:
-        """Wait for ``future`` too."""
-        self.expect()
-        future.add_done_callback(self.settled)
-
     def expect(self) -> None:
-        """One more record to wait for, whose done-callback calls ``settled`` (``track`` does both)."""
+        """One more record to wait for; its delivery report calls ``delivered`` (or its waiter ``settled``)."""
         self._count += 1
         self._left += 1
 
-    def settled(self, future: asyncio.Future[Any]) -> None:
-        """One record's future is done: count it, or end the wait on a refusal."""
+    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        """A record's delivery report (``inturn.kafka.Delivered``): confirmed when ``err`` is None."""
+        self.settled(None if err is None else KafkaClientError(err))
+
+    def settled(self, error: BaseException | None) -> None:
+        """One record is done: counted down when confirmed (``error`` None), else the wait ends with Kafka's
+        refusal. Nothing changes once the request is decided (a late report after its deadline)."""
         if self._done.done():
             return
-        if future.cancelled():
-            self._done.set_result(KafkaNotConfirmedError("a record's delivery was cancelled"))
-        elif (exc := future.exception()) is not None:
-            error = KafkaNotConfirmedError(f"Kafka refused a record: {exc}")
-            error.__cause__ = exc
-            self._done.set_result(error)
-        else:
-            self._left -= 1
-            if self._left == 0:
-                self._done.set_result(None)
+        if error is not None:
+            failure = KafkaNotConfirmedError(f"Kafka refused a record: {error}")
+            failure.__cause__ = error
+            self._done.set_result(failure)
+            return
+        self._left -= 1
+        if self._left == 0:
+            self._done.set_result(None)
 
     def expire(self) -> None:
         """The deadline passed: end the wait (the records stay on their way and may still be confirmed)."""

@@ -11,7 +11,6 @@ duplicate ack as harmless.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,13 +18,13 @@ from typing import Any
 
 import orjson
 import structlog
-from confluent_kafka import Message
-from prometheus_client import Counter
+from confluent_kafka import KafkaError, Message
 
 from inturn import schemas
 from inturn.errors import KafkaClientError
-from inturn.kafka import AsyncProducer, Headers
+from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.metrics import webhook as metrics
+from inturn.metrics.lockfree import CounterChild
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError
 from inturn_webhook.statuses import Callback, Status, ack_bytes
@@ -43,7 +42,7 @@ class ReplayWindow:
     def __init__(self, size: int) -> None:
         self._size = size
         self._seen: OrderedDict[ReplayKey, None] = OrderedDict()
-        self.in_flight: dict[ReplayKey, asyncio.Future[Message]] = {}
+        self.in_flight: dict[ReplayKey, Record] = {}
 
     def __contains__(self, key: ReplayKey) -> bool:
         return key in self._seen
@@ -57,12 +56,38 @@ class ReplayWindow:
         if len(self._seen) > self._size:
             self._seen.popitem(last=False)
 
-    def settle(self, key: ReplayKey, future: asyncio.Future[Message]) -> None:
-        """``future`` (the record for ``key``) is done: remember it when Kafka confirmed it."""
-        if self.in_flight.get(key) is future:
+    def settle(self, key: ReplayKey, record: Record, confirmed: bool) -> None:
+        """``record`` (the one for ``key``) is done: remember it when Kafka confirmed it."""
+        if self.in_flight.get(key) is record:
             del self.in_flight[key]
-        if not future.cancelled() and future.exception() is None:
+        if confirmed:
             self.remember(key)
+
+
+class Record:
+    """One status's record on its way to Kafka, and the requests waiting for it: the one that produced it and any
+    that carried the same status meanwhile. Its delivery report (``delivered``, an ``inturn.kafka.Delivered``)
+    settles its replay key, then counts each of those requests down."""
+
+    __slots__ = ("_key", "_replays", "_waiting")
+
+    def __init__(self, replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation) -> None:
+        self._replays = replays
+        self._key = key
+        self._waiting = [confirmation]
+        confirmation.expect()
+
+    def join(self, confirmation: Confirmation) -> None:
+        """``confirmation``'s request waits for this record too."""
+        confirmation.expect()
+        self._waiting.append(confirmation)
+
+    def delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        """Kafka confirmed the record (``err`` None) or refused it."""
+        self._replays.settle(self._key, self, err is None)
+        error = None if err is None else KafkaClientError(err)
+        for confirmation in self._waiting:
+            confirmation.settled(error)
 
 
 @dataclass(slots=True)
@@ -92,11 +117,11 @@ class AckIntake:
         self.acks_partitions: int | None = None
         # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
         # of its own) for every status. The label values are a fixed set per platform.
-        self._statuses: dict[tuple[str, str, str], Counter] = {}
+        self._statuses: dict[tuple[str, str, str], CounterChild] = {}
         self._dead_letters = {kind: metrics.DEAD_LETTERS.labels(kind) for kind in DEAD_LETTER_KINDS}
-        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS
+        self._confirm_seconds = metrics.KAFKA_CONFIRM_SECONDS.labels()
 
-    def _counted(self, platform: str, status: str, outcome: str) -> Counter:
+    def _counted(self, platform: str, status: str, outcome: str) -> CounterChild:
         key = (platform, status, outcome)
         child = self._statuses.get(key)
         if child is None:
@@ -104,26 +129,33 @@ class AckIntake:
         return child
 
     def _produce(
-        self, topic: str, value: bytes, key: str | None, headers: Headers | None = None, partition: int | None = None
-    ) -> asyncio.Future[Message]:
+        self,
+        topic: str,
+        value: bytes,
+        delivered: Delivered,
+        key: str | None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+    ) -> None:
         try:
-            return self._producer.produce(topic, value, key=key, headers=headers, partition=partition)
+            self._producer.produce_then(topic, value, delivered, key, headers, partition)
         except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
             raise KafkaNotConfirmedError("producer queue full") from exc
         except KafkaClientError as exc:
             raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
 
-    def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes) -> asyncio.Future[Message]:
+    def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes, delivered: Delivered) -> None:
         # ``kind`` is the metric label (a fixed set); ``reason`` may quote the input and goes only in the record.
         self._dead_letters[kind].inc()
         record = schemas.DeadLetter.of("webhook", reason, raw, topic=self._acks_topic)
         log.warning("dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw))
-        return self._produce(self._dlq_topic, schemas.encode(record), None)
+        self._produce(self._dlq_topic, schemas.encode(record), delivered, None)
 
     async def dead_letter(self, platform: str, reason: str, raw: bytes) -> None:
         """Put a whole request body from ``platform`` on the dead-letter topic and wait for Kafka to confirm it."""
         confirmation = Confirmation(self._loop, self._timeout)
-        confirmation.track(self._dead_letter(platform, "unreadable_body", reason, raw))
+        confirmation.expect()
+        self._dead_letter(platform, "unreadable_body", reason, raw, confirmation.delivered)
         await self._confirmed(confirmation)
 
     async def deliver(self, platform: str, callback: Callback) -> Outcome:
@@ -132,7 +164,7 @@ class AckIntake:
         for kind in callback.ignored:
             metrics.IGNORED_CHANGES.labels(platform, kind).inc()
         received_at_ms = schemas.now_ms()
-        # Each record's future settles its replay key and counts this request down, in one done-callback.
+        # Each record's delivery report settles its replay key and counts this request down (``Record``).
         confirmation = Confirmation(self._loop, self._timeout)
         published: list[str] = []
         replays = self.replays
@@ -145,27 +177,31 @@ class AckIntake:
             pending = replays.in_flight.get(key)
             if pending is not None:  # the same status is on its way already (this or another request)
                 outcome.replayed += 1
-                confirmation.track(pending)
+                pending.join(confirmation)
                 continue
+            record = Record(replays, key, confirmation)
             if status.room_id is None:
                 outcome.unknown_room += 1
                 self._counted(platform, status.status, "unknown_room").inc()
-                future = self._dead_letter(platform, "unknown_room", "unknown room", ack_source(status.source))
+                source = ack_source(status.source)
+                self._dead_letter(platform, "unknown_room", "unknown room", source, record.delivered)
             else:
-                record = ack_bytes(status, platform, received_at_ms)
-                future = self._produce(
-                    self._acks_topic, record, status.room_id, ack_headers(status), self.ack_partition(status)
+                self._produce(
+                    self._acks_topic,
+                    ack_bytes(status, platform, received_at_ms),
+                    record.delivered,
+                    status.room_id,
+                    ack_headers(status),
+                    self.ack_partition(status),
                 )
                 published.append(status.status)
-            replays.in_flight[key] = future
-            confirmation.expect()
-            future.add_done_callback(functools.partial(_settle, replays, key, confirmation))
+            replays.in_flight[key] = record
         for rejected in callback.rejected:
             outcome.dead_lettered += 1
             self._counted(platform, "none", "invalid").inc()
-            confirmation.track(
-                self._dead_letter(platform, "invalid_status", f"invalid status: {rejected.reason}", rejected.raw)
-            )
+            reason = f"invalid status: {rejected.reason}"
+            confirmation.expect()
+            self._dead_letter(platform, "invalid_status", reason, rejected.raw, confirmation.delivered)
         await self._confirmed(confirmation)
         outcome.published = len(published)
         for value in published:
@@ -197,11 +233,6 @@ class AckIntake:
     def close(self) -> None:
         """Answer every request still waiting (503) and stop the deadline timer."""
         self._deadlines.close()
-
-
-def _settle(replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation, future: asyncio.Future[Message]) -> None:
-    replays.settle(key, future)
-    confirmation.settled(future)
 
 
 def ack_headers(status: Status) -> Headers:

@@ -131,7 +131,7 @@ def _meta_status(raw: Any, account: str | None, rooms: RoomResolver) -> Status:
     if not isinstance(pmid, str) or not 0 < len(pmid) <= PLATFORM_MESSAGE_ID_MAX:
         raise _Unreadable("id: missing, not a string or too long")
     status = raw.get("status")
-    if status not in ACK_STATUSES:
+    if not isinstance(status, str) or status not in ACK_STATUSES:  # a list or object is not hashable
         raise _Unreadable(f"status: unsupported value {status!r}")
     ts = timestamp_ms(raw.get("timestamp"))
     if ts is None:
@@ -189,7 +189,7 @@ def _generic_ack(raw: Any) -> Status:
     if not isinstance(pmid, str) or not 0 < len(pmid) <= PLATFORM_MESSAGE_ID_MAX:
         raise _Unreadable("platform_message_id: missing, not a string or too long")
     status = raw.get("status")
-    if status not in ACK_STATUSES:
+    if not isinstance(status, str) or status not in ACK_STATUSES:  # a list or object is not hashable
         raise _Unreadable(f"status: unsupported value {status!r}")
     ts = raw.get("timestamp_ms")
     if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
