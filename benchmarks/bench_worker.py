@@ -261,6 +261,7 @@ def _rooms_in_flight(
     line.start_webhook()
     worker = line.add_worker("w1")
     try:
+        line.wait_balanced()  # as the CPU scenarios: the worker owns every partition before the messages come
         line.configure_sim({"withhold_recipients": [f"49170{r:07d}" for r in range(rooms)]})
         idle_rss, _ = worker.rss_mb()
         t0 = time.monotonic()
