@@ -28,6 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from inturn.kafka import make_consumer, make_producer
 from inturn.platforms.whatsapp import WhatsAppAdapter
+from inturn.runtime import tune_gc
 from inturn.schemas import ACK_HEADER_STATUS, EventType, decode
 from inturn.schemas import Message as InturnMessage
 from inturn.settings.worker import WorkerSettings
@@ -106,6 +107,7 @@ async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
             events.poll()
             await asyncio.sleep(0 if len(batch) == 1000 else POLL_S)
 
+    tune_gc(settings.worker_gc_young_threshold)  # as the worker tunes its collector
     before = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size)]
