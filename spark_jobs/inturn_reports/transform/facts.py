@@ -137,7 +137,10 @@ def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
         .groupBy("platform_message_id")
         .agg(*_ack_aggregates())
     )
-    unnamed = by_pmid.join(owners, "platform_message_id").select(*_KEY, "platform", "_flags", *_ACK_VALUES)
+    # A hash table of the ids' combined acks per partition: the events naming an id stream past it
+    # unsorted (a sort-merge join would sort both sides on the id strings).
+    unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id")
+    unnamed = unnamed.select(*_KEY, "platform", "_flags", *_ACK_VALUES)
     return named.unionByName(unnamed).select(*_KEY, "platform", "_flags", *_null(_EVENT_VALUES), *_ACK_VALUES)
 
 
