@@ -8,11 +8,12 @@ echoed the message id, else by ``platform_message_id`` through the message's eve
 The worker writes either a ``dispatched`` event per send plus a terminal event (older nights), or the
 terminal event alone with the send's ``sent_at_ms`` and ``platform_message_id`` on it: both read alike.
 
-The plan: events and acks are brought to one narrow row shape and aggregated per message in one
-hash aggregation, which Spark combines partially before its shuffle; acks known only by platform
-message id are first combined per id and joined to the events that name it (min/max aggregates
-only, so an id named by two events of the same message counts once). One more shuffle, by room,
-orders each room's messages for the room-order window. docs/reports.md shows the plan.
+The plan: acks known only by platform message id are first combined per id and joined to the
+events that name it (min and bit-or aggregates only, so an id named by two events of the same
+message counts once). Events and acks are then brought to one narrow row shape (each event type
+and ack status a bit of one int) and shuffled once, by room: in each room partition one hash
+aggregation makes the messages and one sort orders them for the room-order windows, with no
+further shuffle. docs/reports.md shows the plan.
 """
 
 from __future__ import annotations
