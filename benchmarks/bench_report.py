@@ -39,7 +39,7 @@ PEAK_CEILING_MB = 2516.1
 #: The columns the report reads (the ReadSchema of its scans in ``explain``): the baseline reads the same.
 SCANNED = {
     "events": ("type", "room_id", "message_id", "platform", "partition", "offset", "mode", "ts_ms", "created_at_ms",
-               "sent_at_ms", "platform_message_id"),
+               "sent_at_ms", "acked_at_ms", "platform_message_id", "detail"),
     "acks": ("room_id", "message_id", "platform", "platform_message_id", "status", "platform_ts_ms", "received_at_ms"),
 }  # fmt: skip
 

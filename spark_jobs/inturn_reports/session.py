@@ -18,6 +18,16 @@ ADAPTIVE = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.adaptive.skewJoin.enabled": "true",
 }
+#: In both modes: how many groups a task's object-hash aggregation (the rooms' exact p95, ``percentile``)
+#: holds before it falls back to sorting its input. Spark's default, 128, made the rooms table sort every
+#: fact; a room's buffer is a few dozen latency counts (about 2 KB), so 65,536 rooms stay near 128 MB a task.
+AGGREGATION = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536"}
+#: Local mode: the driver JVM is the whole of Spark, and its heap (``driver_memory``) is not what bounds
+#: its resident memory. Direct buffers may otherwise grow to the heap's size again (nothing in local mode
+#: needs many: no network shuffle, on-heap Parquet vectors), and glibc gives each of the JVM's threads
+#: its own malloc arena for native (de)compression: both are capped, so the process's peak follows the heap.
+LOCAL_JVM_OPTIONS = "-XX:MaxDirectMemorySize=256m"
+LOCAL_JVM_ENV = {"MALLOC_ARENA_MAX": "2"}
 #: On a cluster (under spark-submit), unless spark-submit says otherwise: start from many shuffle
 #: partitions and let AQE merge them by size (64 MB each), not down to the default parallelism.
 CLUSTER_DEFAULTS = {
@@ -48,14 +58,17 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in ADAPTIVE.items():
+    for key, value in {**ADAPTIVE, **AGGREGATION}.items():
         builder = builder.config(key, value)
     if "SPARK_ENV_LOADED" not in os.environ:  # not launched by spark-submit: this process owns the JVM
         builder = (
             builder.master(master)
             .config("spark.driver.memory", driver_memory)
+            .config("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         )
+        for key, value in LOCAL_JVM_ENV.items():  # read by the JVM this process is about to start
+            os.environ.setdefault(key, value)
     else:
         submitted = SparkConf()  # what spark-submit passed (--conf, spark-defaults.conf)
         for key, value in CLUSTER_DEFAULTS.items():

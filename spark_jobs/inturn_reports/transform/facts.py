@@ -8,11 +8,12 @@ echoed the message id, else by ``platform_message_id`` through the message's eve
 The worker writes either a ``dispatched`` event per send plus a terminal event (older nights), or the
 terminal event alone with the send's ``sent_at_ms`` and ``platform_message_id`` on it: both read alike.
 
-The plan: events and acks are brought to one narrow row shape and aggregated per message in one
-hash aggregation, which Spark combines partially before its shuffle; acks known only by platform
-message id are first combined per id and joined to the events that name it (min/max aggregates
-only, so an id named by two events of the same message counts once). One more shuffle, by room,
-orders each room's messages for the room-order window. docs/reports.md shows the plan.
+The plan: acks known only by platform message id are first combined per id and joined to the
+events that name it (min and bit-or aggregates only, so an id named by two events of the same
+message counts once). Events and acks are then brought to one narrow row shape (each event type
+and ack status a bit of one int) and shuffled once, by room: in each room partition one hash
+aggregation makes the messages and one sort orders them for the room-order windows, with no
+further shuffle. docs/reports.md shows the plan.
 """
 
 from __future__ import annotations
@@ -30,10 +31,16 @@ _KEY = ["room_id", "message_id"]
 #: is min() of names.
 _MODES = tuple(sorted(m.value for m in OrderingMode))
 _TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
-#: Per ack, what the message facts take from it; each is aggregated with min or max (see ``_ACK_AGGREGATES``).
-_ACK_VALUES = ("_delivered_ts", "_sent_ts", "_read", "_failed", "_first_ack")
-_EVENT_VALUES = {"type": "string", "_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long",
-                 "created_at_ms": "long", "sent_at_ms": "long", "_answered_ms": "long"}  # fmt: skip
+#: One bit per event type and per ack status: a message's rows are combined with bit_or, so every
+#: "was there one?" the facts ask takes one fixed-width buffer together instead of one each.
+_EVENT_BIT = {kind.value: 1 << i for i, kind in enumerate(EventType)}
+_ACK_BIT = {status.value: 1 << (16 + i) for i, status in enumerate(AckStatus)}
+#: Per event row, the values the message facts take from it (null where the row says nothing of them).
+_EVENT_VALUES = {"_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long", "created_at_ms": "long",
+                 "_dispatched_ms": "long", "_terminal_sent_ms": "long", "_terminal_ms": "long",
+                 "_answered_ms": "long", "_dispatched": "int", "_terminal_sends": "int", "_retries": "int"}  # fmt: skip
+#: Per ack row, the values the facts take from it; every one combines with min, flags with bit_or.
+_ACK_VALUES = {"_delivered_ts": "long", "_sent_ts": "long", "_first_ack": "long"}
 
 
 @dataclass(frozen=True)
@@ -54,84 +61,88 @@ def _is(kind: EventType) -> Column:
     return F.col("type") == kind.value
 
 
-def _has(kind: EventType) -> Column:
-    return F.coalesce(F.max(_is(kind).cast("int")), F.lit(0)) == 1
+def _bit(value: Column, bits: dict[str, int]) -> Column:
+    """The bit of ``value`` in ``bits`` (a literal mapping, no lookup table); 0 for a value not in it."""
+    bit: Column = F.lit(0)
+    for name, mask in bits.items():
+        bit = F.when(value == name, F.lit(mask)).otherwise(bit)
+    return bit
 
 
-def _count(cond: Column) -> Column:
-    return F.coalesce(F.sum(cond.cast("int")), F.lit(0))
+def _has(mask: int) -> Column:
+    """True when a message's combined ``_flags`` hold ``mask``."""
+    return F.coalesce(F.col("_flags"), F.lit(0)).bitwiseAND(F.lit(mask)) != 0
 
 
-def _min_where(cond: Column, value: Column) -> Column:
-    return F.min(F.when(cond, value))
+def _null(columns: dict[str, str]) -> list[Column]:
+    return [F.lit(None).cast(kind).alias(name) for name, kind in columns.items()]
 
 
-def _ack_values(acks: DataFrame, *keep: str) -> DataFrame:
+def _event_rows(events: DataFrame) -> DataFrame:
+    """Each event as the values the facts aggregate, already split by what kind of event it is."""
+    terminal = F.col("type").isin(*_TERMINAL)
+    sent_at = F.col("sent_at_ms")
+    return events.select(
+        *_KEY,
+        "platform",
+        _bit(F.col("type"), _EVENT_BIT).alias("_flags"),
+        F.array_position(_modes(), F.col("mode")).cast("int").alias("_mode"),
+        "partition",
+        "offset",
+        "ts_ms",
+        "created_at_ms",
+        F.when(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).alias("_dispatched_ms"),
+        F.when(terminal, sent_at).alias("_terminal_sent_ms"),
+        F.when(terminal, F.col("ts_ms")).alias("_terminal_ms"),
+        # When a synchronous platform's answer acknowledged the message.
+        F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms")).alias("_answered_ms"),
+        _is(EventType.DISPATCHED).cast("int").alias("_dispatched"),
+        (terminal & sent_at.isNotNull()).cast("int").alias("_terminal_sends"),
+        _is(EventType.RETRIED).cast("int").alias("_retries"),
+        *_null(_ACK_VALUES),
+    )
+
+
+def _ack_values(acks: DataFrame, *keep: str) -> list[Column]:
     """Each ack as the values the facts aggregate: status times as columns, null where the status differs."""
     status, ts = F.col("status"), F.col("platform_ts_ms")
     positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
-    return acks.select(
-        *keep,
+    return [
+        *[F.col(k) for k in keep],
+        _bit(status, _ACK_BIT).alias("_flags"),
         F.when(status == AckStatus.DELIVERED.value, ts).alias("_delivered_ts"),
         F.when(status == AckStatus.SENT.value, ts).alias("_sent_ts"),
-        (status == AckStatus.READ.value).cast("int").alias("_read"),
-        (status == AckStatus.FAILED.value).cast("int").alias("_failed"),
         F.when(positive, F.col("received_at_ms")).alias("_first_ack"),
-    )
+    ]
 
 
 def _ack_aggregates() -> list[Column]:
     """How a message's (or a platform message id's) ack values combine; applying them twice changes nothing."""
-    return [
-        F.min("_delivered_ts").alias("_delivered_ts"),
-        F.min("_sent_ts").alias("_sent_ts"),
-        F.max("_read").alias("_read"),
-        F.max("_failed").alias("_failed"),
-        F.min("_first_ack").alias("_first_ack"),
-    ]
+    return [F.bit_or("_flags").alias("_flags"), *[F.min(c).alias(c) for c in _ACK_VALUES]]
 
 
-def _matched_acks(events: DataFrame, acks: DataFrame) -> DataFrame:
+def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
     """The acks' values keyed by the message they are about; acks of no known message are dropped.
 
     An ack naming its message keeps its own row (the per-message aggregation combines it). The others
     are combined per platform message id first, then joined to the events carrying that id, which
     give the message and its platform.
     """
-    named = _ack_values(acks.where(F.col("message_id").isNotNull()), *_KEY, "platform")
+    named = acks.where(F.col("message_id").isNotNull()).select(*_ack_values(acks, *_KEY, "platform"))
     owners = events.where(
         F.col("platform_message_id").isNotNull() & F.col("type").isin(EventType.DISPATCHED.value, *_TERMINAL)
     ).select("platform_message_id", *_KEY, "platform")
     by_pmid = (
-        _ack_values(acks.where(F.col("message_id").isNull()), "platform_message_id")
+        acks.where(F.col("message_id").isNull())
+        .select(*_ack_values(acks, "platform_message_id"))
         .groupBy("platform_message_id")
         .agg(*_ack_aggregates())
     )
-    unnamed = by_pmid.join(owners, "platform_message_id").select(*_KEY, "platform", *_ACK_VALUES)
-    return named.unionByName(unnamed)
-
-
-def _event_value(column: str) -> Column:
-    """An event row's value for ``column`` of ``_EVENT_VALUES``."""
-    if column == "_mode":
-        return F.array_position(_modes(), F.col("mode")).cast("int")
-    if column == "_answered_ms":  # when a synchronous platform's answer acknowledged the message
-        return F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms"))
-    return F.col(column)
-
-
-def _rows(events: DataFrame, acks: DataFrame) -> DataFrame:
-    """Events and matched acks in one shape: event columns null on ack rows, ack values null on event rows."""
-    event_rows = events.select(
-        *_KEY,
-        "platform",
-        *[_event_value(c).alias(c) for c in _EVENT_VALUES],
-        *[F.lit(None).cast("int" if c in ("_read", "_failed") else "long").alias(c) for c in _ACK_VALUES],
-    )
-    ack_rows = _matched_acks(events, acks).select(
-        *_KEY, "platform", *[F.lit(None).cast(t).alias(c) for c, t in _EVENT_VALUES.items()], *_ACK_VALUES
-    )
-    return event_rows.unionByName(ack_rows)
+    # A hash table of the ids' combined acks per partition: the events naming an id stream past it
+    # unsorted (a sort-merge join would sort both sides on the id strings).
+    unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id")
+    unnamed = unnamed.select(*_KEY, "platform", "_flags", *_ACK_VALUES)
+    return named.unionByName(unnamed).select(*_KEY, "platform", "_flags", *_null(_EVENT_VALUES), *_ACK_VALUES)
 
 
 def _per_message(rows: DataFrame) -> DataFrame:
@@ -139,32 +150,19 @@ def _per_message(rows: DataFrame) -> DataFrame:
 
     Every aggregate ignores nulls, so each reads only the rows of its own kind. The platform is part
     of the key (every event of a message names the message's platform; an ack counts for the message
-    of its own platform). Every other aggregate keeps a fixed-width buffer, so Spark aggregates in a
-    hash table and combines each task's rows before the shuffle.
+    of its own platform). Every aggregate keeps a fixed-width buffer, so Spark aggregates in a hash table.
     """
-    terminal = F.col("type").isin(*_TERMINAL)
-    sent_at = F.col("sent_at_ms")
     return rows.groupBy(*_KEY, "platform").agg(
+        F.bit_or("_flags").alias("_flags"),
         # A message has one mode and offset; min() only makes the choice deterministic.
         F.min("_mode").alias("_mode"),
         F.min("partition").alias("partition"),
         F.min("offset").alias("offset"),
         F.min("ts_ms").alias("first_ts_ms"),
         F.min("created_at_ms").alias("created_at_ms"),
-        _count(_is(EventType.DISPATCHED)).alias("_dispatched_events"),
-        _count(terminal & sent_at.isNotNull()).alias("_terminal_sends"),
-        _min_where(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).alias("_dispatched_ms"),
-        _min_where(terminal, sent_at).alias("_terminal_sent_ms"),
-        _min_where(terminal, F.col("ts_ms")).alias("terminal_ms"),
-        _has(EventType.ACKED).alias("acked"),
-        _has(EventType.ACK_TIMEOUT).alias("ack_timeout"),
-        _has(EventType.LATE_ACK).alias("late_ack"),
-        _has(EventType.DEAD_LETTERED).alias("dead_lettered"),
-        _has(EventType.SKIPPED_DUPLICATE).alias("skipped_duplicate"),
-        _has(EventType.SENT).alias("sent"),
-        F.min("_answered_ms").alias("_answered_ms"),
-        _count(_is(EventType.RETRIED)).alias("retries"),
-        *_ack_aggregates(),
+        *[F.min(c).alias(c) for c in ("_dispatched_ms", "_terminal_sent_ms", "_terminal_ms", "_answered_ms")],
+        *[F.sum(c).alias(c) for c in ("_dispatched", "_terminal_sends", "_retries")],
+        *[F.min(c).alias(c) for c in _ACK_VALUES],
     )
 
 
@@ -180,23 +178,33 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     ``dispatch_violation`` is true when this message was dispatched before the room's previous
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
-    dispatched = F.col("_dispatched_events")
+    dispatched = F.coalesce(F.col("_dispatched"), F.lit(0))
+    rows = _event_rows(events).unionByName(_ack_rows(events, acks))
     facts = (
-        _per_message(_rows(events, acks))
+        # One shuffle, by room: the per-message aggregation and the room-order windows below both run on it.
+        _per_message(rows.repartition("room_id"))
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
         .withColumn("mode", F.get(_modes(), F.col("_mode") - 1))
         .withColumn("date", F.to_date(F.timestamp_millis("first_ts_ms")))
-        .withColumn("dispatches", F.when(dispatched > 0, dispatched).otherwise(F.col("_terminal_sends")))
+        .withColumn("dispatches", F.when(dispatched > 0, dispatched).otherwise(F.coalesce("_terminal_sends", F.lit(0))))
         .withColumn("dispatch_ms", F.coalesce("_dispatched_ms", "_terminal_sent_ms"))
+        .withColumn("terminal_ms", F.col("_terminal_ms"))
+        .withColumn("retries", F.coalesce("_retries", F.lit(0)))
+        .withColumn("acked", _has(_EVENT_BIT[EventType.ACKED.value]))
+        .withColumn("ack_timeout", _has(_EVENT_BIT[EventType.ACK_TIMEOUT.value]))
+        .withColumn("late_ack", _has(_EVENT_BIT[EventType.LATE_ACK.value]))
+        .withColumn("dead_lettered", _has(_EVENT_BIT[EventType.DEAD_LETTERED.value]))
+        .withColumn("skipped_duplicate", _has(_EVENT_BIT[EventType.SKIPPED_DUPLICATE.value]))
+        .withColumn("sent", _has(_EVENT_BIT[EventType.SENT.value]))
         .withColumn("delivered_ts_ms", F.col("_delivered_ts"))
         .withColumn("platform_sent_ts_ms", F.col("_sent_ts"))
         # A synchronous platform calls nothing back: the send's answer is its first ack.
         .withColumn("_first_ack", F.coalesce("_first_ack", "_answered_ms"))
         .withColumn("first_ack_received_ms", F.col("_first_ack"))
         .withColumn("device_ts_ms", F.coalesce("_delivered_ts", "_sent_ts"))
-        .withColumn("delivered", F.col("_delivered_ts").isNotNull() | (F.coalesce("_read", F.lit(0)) == 1))
-        .withColumn("failed", F.coalesce("_failed", F.lit(0)) == 1)
+        .withColumn("delivered", F.col("_delivered_ts").isNotNull() | _has(_ACK_BIT[AckStatus.READ.value]))
+        .withColumn("failed", _has(_ACK_BIT[AckStatus.FAILED.value]))
         .withColumn("ack_latency_ms", F.col("_first_ack") - F.col("dispatch_ms"))
         .withColumn("e2e_latency_ms", F.col("_first_ack") - F.col("created_at_ms"))
     )

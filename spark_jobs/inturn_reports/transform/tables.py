@@ -1,13 +1,15 @@
-"""The report tables, each a pure transform of the message facts (see ``facts.message_facts``)."""
+"""The report tables, each a pure transform of the message facts (``facts.message_facts``) or their outcome form."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from inturn_reports.transform.facts import ReportParams
+from inturn_reports.transform.outcomes import OUTCOMES, count_of, outcomes
 
 #: Upper edges (inclusive, ms) of the latency histogram's buckets; the last bucket is open-ended (null edge).
 LATENCY_EDGES_MS = (10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
@@ -16,54 +18,91 @@ _GROUP = ["date", "platform", "mode"]
 #: The summary's latency percentiles: level -> column suffix.
 _LEVELS = {0.5: "p50", 0.95: "p95", 0.99: "p99"}
 
-#: The message facts' columns the tables below read: a job that keeps the facts in memory keeps only these.
-FACT_COLUMNS = (
-    "date", "room_id", "platform", "mode", "first_ts_ms", "dispatches", "delivered", "acked", "ack_timeout",
-    "late_ack", "retries", "dead_lettered", "skipped_duplicate", "sent", "failed", "device_ts_ms",
-    "ack_latency_ms", "e2e_latency_ms", "inverted", "dispatch_violation",
-)  # fmt: skip
-
-
-def _n(cond: Column) -> Column:
-    return F.coalesce(F.sum(cond.cast("long")), F.lit(0)).cast("long")
-
 
 def _rate(part: str, whole: str) -> Column:
     return F.when(F.col(whole) > 0, F.col(part) / F.col(whole))
 
 
-def summary(facts: DataFrame, params: ReportParams) -> DataFrame:
-    """Per day, platform and mode: outcome counts and rates, latency percentiles, out-of-order rate."""
-    del params  # the facts already hold the range
-    table = facts.groupBy(*_GROUP).agg(
-        F.count(F.lit(1)).alias("messages"),
-        _n(F.col("dispatches") > 0).alias("dispatched"),
-        _n(F.col("delivered")).alias("delivered"),
-        _n(F.col("acked")).alias("acked"),
-        _n(F.col("ack_timeout")).alias("ack_timeouts"),
-        _n(F.col("late_ack")).alias("late_acks"),
-        F.sum("retries").cast("long").alias("retries"),
-        _n(F.col("dead_lettered")).alias("dead_letters"),
-        _n(F.col("skipped_duplicate")).alias("skipped_duplicates"),
-        _n(F.col("sent")).alias("sent_unacked"),
-        _n(F.col("dispatches") > 1).alias("duplicates"),
-        _n(F.col("failed")).alias("failed"),
-        _n(F.col("device_ts_ms").isNull()).alias("no_device_ts"),
-        # One exact percentile() per measure for all three levels: one buffer of values per group, not three.
-        F.percentile("ack_latency_ms", list(_LEVELS)).alias("_ack_p"),
-        F.percentile("e2e_latency_ms", list(_LEVELS)).alias("_e2e_p"),
-        _n(F.col("inverted").isNotNull()).alias("pairs"),
-        _n(F.col("inverted")).alias("inverted"),
-        _n(F.col("dispatch_violation").isNotNull()).alias("dispatch_pairs"),
-        _n(F.col("dispatch_violation")).alias("dispatch_violations"),
+@dataclass(frozen=True)
+class Counted:
+    """The facts counted once for every small table, so each is a sum over a few thousand rows.
+
+    ``cells``: per day, platform, mode and timeline bucket, ``messages``, the count of every one of
+    ``OUTCOMES`` and ``retries``.
+    ``latencies``: per day, platform, mode, measure ('ack', 'e2e') and latency value, how many
+    messages had it; the exact percentiles are taken from these counts (``percentile`` with a frequency
+    gives what it gives over the values themselves).
+    """
+
+    cells: DataFrame
+    latencies: DataFrame
+
+
+def counted(facts: DataFrame, params: ReportParams) -> Counted:
+    """The two counts the small tables (summary, platforms, timeline, latency histogram) are read from.
+
+    ``facts``: the message facts, or their ``outcomes`` form.
+    """
+    width = params.timeline_bucket_ms
+    facts = outcomes(facts)
+    cells = (
+        facts.withColumn("bucket_start_ms", F.floor(F.col("first_ts_ms") / width).cast("long") * width)
+        .groupBy("date", "platform", "mode", "bucket_start_ms")
+        .agg(F.count(F.lit(1)).alias("messages"), *map(count_of, OUTCOMES), F.sum("retries").alias("retries"))
     )
+    both = facts.select(
+        "date",
+        "platform",
+        "mode",
+        F.inline(
+            F.array(
+                F.struct(F.lit("ack").alias("measure"), F.col("ack_latency_ms").alias("ms")),
+                F.struct(F.lit("e2e").alias("measure"), F.col("e2e_latency_ms").alias("ms")),
+            )
+        ),
+    )
+    latencies = (
+        both.where(F.col("ms").isNotNull())
+        .groupBy("date", "platform", "mode", "measure", "ms")
+        .agg(F.count(F.lit(1)).alias("messages"))
+    )
+    return Counted(cells, latencies)
+
+
+def _counted(facts: DataFrame | Counted, params: ReportParams) -> Counted:
+    return facts if isinstance(facts, Counted) else counted(facts, params)
+
+
+def _sums(cells: DataFrame, keys: list[str], names: list[str]) -> DataFrame:
+    return cells.groupBy(*keys).agg(*[F.sum(n).cast("long").alias(n) for n in names])
+
+
+def _percentiles(latencies: DataFrame, keys: list[str], measure: str, levels: list[float]) -> DataFrame:
+    """Per ``keys``: the exact percentiles at ``levels`` of ``measure`` (linear interpolation), as an array."""
+    return (
+        latencies.where(F.col("measure") == measure)
+        .groupBy(*keys)
+        .agg(F.percentile("ms", levels, F.col("messages")).alias(f"_{measure}_p"))
+    )
+
+
+def summary(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
+    """Per day, platform and mode: outcome counts and rates, latency percentiles, out-of-order rate.
+
+    ``facts`` are the message facts, or their ``counted`` form.
+    """
+    c = _counted(facts, params)
+    names = ["messages", *OUTCOMES[:5], "retries", *OUTCOMES[5:11], *OUTCOMES[11:]]
+    table = _sums(c.cells, _GROUP, names)
+    for measure in ("ack", "e2e"):
+        table = table.join(_percentiles(c.latencies, _GROUP, measure, list(_LEVELS)), _GROUP, "left")
     levels = [
         F.col(f"_{measure}_p")[i].alias(f"{measure}_{label}_ms")
         for measure in ("ack", "e2e")
         for i, label in enumerate(_LEVELS.values())
     ]
-    at = table.columns.index("_ack_p")
-    table = table.select(*table.columns[:at], *levels, *table.columns[at + 2 :])
+    at = names.index(OUTCOMES[11])  # the percentiles go before the pairs, as the page shows them
+    table = table.select(*_GROUP, *names[:at], *levels, *names[at:])
     for name, part in [
         ("delivered_rate", "delivered"),
         ("ack_rate", "acked"),
@@ -76,69 +115,40 @@ def summary(facts: DataFrame, params: ReportParams) -> DataFrame:
     return table.withColumn("out_of_order_rate", _rate("inverted", "pairs"))
 
 
-def platforms(facts: DataFrame, params: ReportParams) -> DataFrame:
+def platforms(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     """Per day and platform, over every mode: the figures the trend charts show night after night.
 
     ``delivered_rate`` = delivered / messages, ``out_of_order_rate`` = inverted / pairs, ``ack_timeouts``,
     and ``e2e_p99_ms`` (exact, linear interpolation, as in the summary).
     """
-    del params
+    c = _counted(facts, params)
+    keys = ["date", "platform"]
+    p99 = _percentiles(c.latencies, keys, "e2e", [0.99]).select(*keys, F.col("_e2e_p")[0].alias("e2e_p99_ms"))
     return (
-        facts.groupBy("date", "platform")
-        .agg(
-            F.count(F.lit(1)).alias("messages"),
-            _n(F.col("delivered")).alias("delivered"),
-            _n(F.col("ack_timeout")).alias("ack_timeouts"),
-            _n(F.col("inverted").isNotNull()).alias("pairs"),
-            _n(F.col("inverted")).alias("inverted"),
-            F.percentile("e2e_latency_ms", 0.99).alias("e2e_p99_ms"),
-        )
+        _sums(c.cells, keys, ["messages", "delivered", "ack_timeouts", "pairs", "inverted"])
+        .join(p99, keys, "left")
         .withColumn("delivered_rate", _rate("delivered", "messages"))
         .withColumn("out_of_order_rate", _rate("inverted", "pairs"))
     )
 
 
-def _room_p95(facts: DataFrame, keys: list[str]) -> DataFrame:
-    """The facts with ``_lo``/``_hi``: the e2e latencies at the two ranks the group's exact p95 lies between.
-
-    A window per room sorts its own latencies (no per-room buffer of values in an aggregation, which
-    Spark cannot keep in a hash table); ``_p95`` then interpolates linearly between the closest ranks
-    as ``percentile`` does.
-    """
-    group = Window.partitionBy(*keys)
-    latency = F.col("e2e_latency_ms")
-    rank = F.row_number().over(group.orderBy(latency.asc_nulls_last())) - 1
-    position = (F.count(latency).over(group) - 1) * 0.95
-    return (
-        facts.withColumn("_rank", rank)
-        .withColumn("_pos", position)
-        .withColumn("_lo", F.when(F.col("_rank") == F.floor("_pos"), latency))
-        .withColumn("_hi", F.when(F.col("_rank") == F.ceil("_pos"), latency))
-    )
-
-
-def _p95(pos: Column, lo: Column, hi: Column) -> Column:
-    return F.when(F.ceil(pos) == F.floor(pos), lo.cast("double")).otherwise(
-        (F.ceil(pos) - pos) * lo + (pos - F.floor(pos)) * hi
-    )
-
-
 def rooms(facts: DataFrame, params: ReportParams) -> DataFrame:
-    """Per day and room: messages, timeouts, late acks, dead letters, out-of-order rate and exact p95 latency."""
+    """Per day and room: messages, timeouts, late acks, dead letters, out-of-order rate and exact p95 latency.
+
+    The p95 is ``percentile`` (exact, linear interpolation) in the aggregation: a few dozen values per
+    room, held in a hash table keyed by room (``spark.sql.objectHashAggregate.sortBased.fallbackThreshold``
+    in ``session.py`` keeps it from falling back to sorting every fact).
+    """
     del params
     keys = ["date", "room_id", "platform", "mode"]
+    counts = ["ack_timeouts", "late_acks", "dead_letters", "pairs", "inverted", "dispatch_violations"]
     return (
-        _room_p95(facts, keys)
+        outcomes(facts)
         .groupBy(*keys)
         .agg(
             F.count(F.lit(1)).alias("messages"),
-            _n(F.col("ack_timeout")).alias("ack_timeouts"),
-            _n(F.col("late_ack")).alias("late_acks"),
-            _n(F.col("dead_lettered")).alias("dead_letters"),
-            _n(F.col("inverted").isNotNull()).alias("pairs"),
-            _n(F.col("inverted")).alias("inverted"),
-            _n(F.col("dispatch_violation")).alias("dispatch_violations"),
-            _p95(F.max("_pos"), F.max("_lo"), F.max("_hi")).alias("e2e_p95_ms"),
+            *map(count_of, counts),
+            F.percentile("e2e_latency_ms", 0.95).alias("e2e_p95_ms"),
         )
         .withColumn("out_of_order_rate", _rate("inverted", "pairs"))
     )
@@ -175,21 +185,10 @@ def worst_rooms(rooms_table: DataFrame, params: ReportParams) -> DataFrame:
     )
 
 
-def timeline(facts: DataFrame, params: ReportParams) -> DataFrame:
+def timeline(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     """Outcomes over time: per bucket of ``timeline_bucket_ms`` (by first event) and mode."""
-    width = params.timeline_bucket_ms
-    return (
-        facts.withColumn("bucket_start_ms", F.floor(F.col("first_ts_ms") / width).cast("long") * width)
-        .groupBy("date", "bucket_start_ms", "mode")
-        .agg(
-            F.count(F.lit(1)).alias("messages"),
-            _n(F.col("acked")).alias("acked"),
-            _n(F.col("sent")).alias("sent_unacked"),
-            _n(F.col("ack_timeout")).alias("ack_timeouts"),
-            _n(F.col("late_ack")).alias("late_acks"),
-            _n(F.col("dead_lettered")).alias("dead_letters"),
-        )
-    )
+    names = ["messages", "acked", "sent_unacked", "ack_timeouts", "late_acks", "dead_letters"]
+    return _sums(_counted(facts, params).cells, ["date", "bucket_start_ms", "mode"], names)
 
 
 def _bucket(latency: Column) -> Column:
@@ -199,18 +198,14 @@ def _bucket(latency: Column) -> Column:
     return edge
 
 
-def latency_histogram(facts: DataFrame, params: ReportParams) -> DataFrame:
+def latency_histogram(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     """Per day, mode and measure ('ack' or 'e2e'): message counts per latency bucket.
 
     ``upper_ms`` is the bucket's inclusive upper edge (``LATENCY_EDGES_MS``); null for the open last one.
     """
-    del params
-    both = facts.select("date", "mode", F.lit("ack").alias("measure"), F.col("ack_latency_ms").alias("ms")).unionByName(
-        facts.select("date", "mode", F.lit("e2e").alias("measure"), F.col("e2e_latency_ms").alias("ms"))
-    )
     return (
-        both.where(F.col("ms").isNotNull())
-        .withColumn("upper_ms", _bucket(F.col("ms")))
+        _counted(facts, params)
+        .latencies.withColumn("upper_ms", _bucket(F.col("ms")))
         .groupBy("date", "mode", "measure", "upper_ms")
-        .agg(F.count(F.lit(1)).alias("messages"))
+        .agg(F.sum("messages").cast("long").alias("messages"))
     )
