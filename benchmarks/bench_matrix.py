@@ -147,11 +147,11 @@ def _scenario(
     per_room = max(2, math.ceil(plan.backlog / rooms))
     modes = {mode: fresh_topics(kafka.bootstrap, f"{name}-{mode}", PARTITIONS) for mode in ("ack", "partition")}
     t0 = time.monotonic()
-    produced = _produce(list(modes.values()), rooms, per_room, prefix=name)
+    produced = produce_backlog(list(modes.values()), rooms, per_room, prefix=name)
     produce_s = time.monotonic() - t0
     high = max(5000, 2 * rooms)  # the worker must be able to hold every room at once
     measured = {
-        mode: _measure(pg, settings, plan, f"{name}-{mode}", mode, sim_env, produced, high)
+        mode: measure_mode(pg, settings, plan, f"{name}-{mode}", mode, sim_env, produced, high)
         for mode, settings in modes.items()
     }
     ack, part = measured["ack"], measured["partition"]
@@ -216,7 +216,7 @@ def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: d
     }
 
 
-def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
+def produce_backlog(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
     """The same backlog to every target's messages topic, rooms interleaved; each room's order."""
     producer = make_producer(targets[0])
     filler = "x" * PAYLOAD_BYTES
@@ -244,7 +244,7 @@ def _produce(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix:
     return produced
 
 
-def _measure(
+def measure_mode(
     pg: LocalPostgres,
     settings: KafkaSettings,
     plan: Plan,

@@ -88,3 +88,18 @@ def test_ack_mode_against_the_raw_loop_is_judged_at_5000_and_25000_rooms() -> No
         "Ack mode against the raw loop at 5,000 rooms: 0.55, 0.38, target ≥ 0.5: not met.",
         "Ack mode against the raw loop at 25,000 rooms: 0.61, target ≥ 0.5: met.",
     ]
+
+
+def test_a_half_load_offered_at_half_the_sustained_rate_names_that_rate_and_the_raw_burst() -> None:
+    measured = {
+        **HALF_LOAD,
+        "capacity": {"msgs_per_s": 1500.0},
+        "share_of_capacity": 0.5,
+        "rate_offered_msgs_per_s": 750.0,
+    }
+    del measured["share_of_raw_rate"]
+    page = "\n".join(half_load_section(measured))
+    assert "under a standing backlog sustained 1,500 msg/s on this box (the raw HTTP loop's burst reached 1,800" in page
+    assert "offered 750 msg/s (0.5 of the sustained rate)" in page
+    reading = worker_reading({"results": {"half_load": measured}})
+    assert reading[0].startswith("At half the rate the pipeline sustains (5,000 rooms)")
