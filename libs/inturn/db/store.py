@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import asyncpg
+import msgspec
 import orjson
 import structlog
 
@@ -51,9 +52,11 @@ async def retrying(call: Callable[[], Awaitable[T]], what: str, gone: Callable[[
             return result
 
 
-@dataclass(frozen=True, slots=True)
-class CursorUpdate:
-    """A room's newest terminal message, and the digests of its last sent message ids (``Recent``)."""
+class CursorUpdate(msgspec.Struct, frozen=True, gc=False):
+    """A room's newest terminal message, and the digests of its last sent message ids (``Recent``).
+
+    ``gc=False``: one per room waits for each checkpoint round, and it holds text, numbers and bytes only (no
+    reference cycle can pass through it), so the cyclic collector need not walk it."""
 
     room_id: str
     partition: int

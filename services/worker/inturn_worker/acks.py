@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 from enum import Enum
+
+import msgspec
 
 from inturn.platforms import SendResult, watermark_covers
 from inturn.schemas import Ack
@@ -30,9 +31,12 @@ class Routed(Enum):
     DUPLICATE = "duplicate"
 
 
-@dataclass(slots=True)
-class Finished:
-    """A message that reached an outcome, remembered for classifying the acks that still come for it."""
+class Finished(msgspec.Struct, gc=False):
+    """A message that reached an outcome, remembered for classifying the acks that still come for it.
+
+    ``gc=False``: the router remembers up to ``finished_capacity`` (200,000) of them, each holding text, numbers and
+    flags only. As tracked objects they passed through every older generation of the cyclic collector, which
+    then walked hundreds of thousands of them per collection (a pause of the whole loop)."""
 
     message_id: str
     timed_out: bool
