@@ -144,7 +144,13 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     )
     worker_high_watermark: int = Field(5000, ge=1, description="Buffered messages that pause a partition.")
     worker_low_watermark: int = Field(1000, ge=0, description="Buffered messages below which it resumes.")
-    worker_room_idle_ms: int = Field(30_000, ge=100, description="Retire a room's loop after this long idle.")
+    worker_room_idle_ms: int = Field(
+        0,
+        ge=0,
+        description="How long a room's loop waits for the room's next message before it retires; 0 retires it as "
+        "soon as the room has nothing to send (the next message starts another). A waiting loop holds a task, a "
+        "future and a deadline that the garbage collector walks, in every idle room.",
+    )
     worker_commit_interval_ms: int = Field(1000, ge=50, description="How often completed offsets are committed.")
     worker_poll_batch: int = Field(500, ge=1, description="Records taken per consume call.")
     worker_session_timeout_ms: int = Field(15_000, ge=1000, description="Consumer group session timeout.")

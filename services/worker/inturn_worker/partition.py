@@ -31,7 +31,7 @@ from inturn.db.store import CursorUpdate
 from inturn.errors import PermanentPlatformError
 from inturn.kafka import partition_for
 from inturn.platforms import PreparedSend
-from inturn.schemas import Message, decode
+from inturn.schemas import EventType, Message, decode
 
 
 @dataclass(slots=True)
@@ -207,6 +207,10 @@ class PartitionOffsets:
 
 log = structlog.get_logger("inturn.worker.partition")
 
+#: Terminal outcomes after which no ack will confirm the message: a new owner of the partition would send it again,
+#: so the room's next message waits until its cursor is durable.
+NO_ACK_LEFT = frozenset({EventType.ACK_TIMEOUT, EventType.DEAD_LETTERED})
+
 
 def message_digest(message_id: str) -> bytes:
     """8 bytes standing for ``message_id`` in a room's recent ids (a false match needs a 64-bit collision among
@@ -339,6 +343,13 @@ class Partition:
         """A fresh lease from now (tests, and nothing else: the worker renews only through ``durable``)."""
         self._lease_until = time.monotonic() + self._lease_s
         self.wake()
+
+    def awaits_durable(self, room_id: str) -> bool:
+        """Whether the room's latest outcome left no ack behind (it timed out or was dead-lettered) and its cursor
+        is not in PostgreSQL yet: the room's next send waits for that (``wait_durable``). Read from the pending cursor
+        changes, so it holds across a room whose loop retired in between."""
+        update = self.updates.get(room_id)
+        return update is not None and update.outcome in NO_ACK_LEFT
 
     async def wait_durable(self) -> None:
         """Wait until every cursor change recorded so far is in PostgreSQL: the next checkpoint round, which is

@@ -1,7 +1,7 @@
 """One sender loop per active room: send message N, wait for N's ack or timeout, only then N+1.
 
-A room's loop is created with its first buffered message, takes the room's messages as they come, and
-retires after ``INTURN_WORKER_ROOM_IDLE_MS`` with nothing to send (no task per message).
+A room's loop is created with its first buffered message, takes the room's messages one after the other, and
+retires when the room has nothing more to send (or ``INTURN_WORKER_ROOM_IDLE_MS`` after that).
 Rooms never wait for each other; the only things they share are bounded on purpose: a token
 bucket and a circuit breaker per platform account, a connection pool per platform, and (in
 'partition' mode only) one in-flight message per partition.
@@ -134,25 +134,25 @@ class Rooms:
     # --- the loop ----------------------------------------------------------------------------------
 
     async def _run(self, room: Room) -> None:
-        """The room's loop: its messages one after the other; it stays for ``worker_room_idle_ms`` after the last
-        one (a room's next message rarely waits long) and then retires."""
+        """The room's loop: its messages one after the other. With ``worker_room_idle_ms`` 0 (the default) it retires
+        as soon as the room has nothing to send (the next message starts another); otherwise it waits that long
+        for the room's next message first."""
         part = room.part
         idle_s = self._settings.worker_room_idle_ms / 1000
-        durable_first = False
         try:
             while True:
                 entry = room.queue.head
                 if entry is None:
-                    if part.gone or not await self._idle(room, idle_s):
+                    if part.gone or not idle_s or not await self._idle(room, idle_s):
                         return
                     continue
                 if part.gone:
                     return
-                if durable_first:
+                if part.awaits_durable(room.room_id):
                     # The previous one ended without an ack (timed out, dead-lettered): its cursor must be durable
                     # before this send, or a new owner of the partition would send it again as well as this one.
                     await part.wait_durable()
-                durable_first = await self._deliver(room, entry)
+                await self._deliver(room, entry)
                 room.queue.popleft()
                 room.head_since = time.monotonic()
         except PartitionGone:
@@ -175,8 +175,8 @@ class Rooms:
             room.wakeup = None
         return room.queue.head is not None
 
-    async def _deliver(self, room: Room, entry: Entry) -> bool:
-        """Take one message to its terminal outcome; True when that outcome left no ack behind."""
+    async def _deliver(self, room: Room, entry: Entry) -> None:
+        """Take one message to its terminal outcome."""
         part = entry.part
         cursor = part.cursors.get(room.room_id)
         done = f"room cursor at {cursor}" if cursor is not None and entry.offset <= cursor else None
@@ -185,7 +185,7 @@ class Rooms:
         if done is not None:
             m.SKIPPED_DUPLICATES.inc()
             self._terminal(room, entry, EventType.SKIPPED_DUPLICATE, detail=done)
-            return False
+            return
         if room.blocked or (self._letters.blocking and await self._letters.is_blocked(room.room_id)):
             room.blocked = True
             m.BLOCKED_ROOMS.inc()
@@ -201,11 +201,11 @@ class Rooms:
             # message awaits its ack, and would keep the body alive (see _send_and_wait).
             if self._mode is OrderingMode.PARTITION:
                 async with part.lock:  # one message in flight per partition
-                    return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
-            return await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
+                    await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
+            else:
+                await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
         except SendFailed as failure:
             await self._dead_letter(room, entry, failure)
-            return True
 
     def _adapter(self, platform: str) -> PlatformAdapter:
         adapter = self._adapters.get(platform)
@@ -226,8 +226,8 @@ class Rooms:
             raise SendFailed(prepared.reason)
         return prepared
 
-    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> bool:
-        """Send, then (in the ack-gated modes) wait for the ack or the timeout; True when it timed out."""
+    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> None:
+        """Send, then (in the ack-gated modes) wait for the ack or the timeout."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack
@@ -241,7 +241,7 @@ class Rooms:
                 ack = future.result()
                 if ack is not None:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
-                    return False
+                    return
         room.in_flight = True
         result, attempt, sent_at_ms = await self._sends.send(entry, adapter, prepared)
         # Sent: the rendered body is not needed again, and the room may wait long for its ack. Every reference
@@ -267,7 +267,7 @@ class Rooms:
                 attempt=attempt,
                 detail=ANSWERED if answered else None,
             )
-            return False
+            return
         sent = SendResult(result.platform_message_id, sent_at_ms)
         self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
         self._prepare_next(room, adapter)
@@ -289,12 +289,11 @@ class Rooms:
                 detail=f"no ack within {timeout.seconds:.3f}s",
                 timed_out=True,
             )
-            return True
+            return
         latency = max(0.0, (now_ms() - sent_at_ms) / 1000)
         timeout.observe(latency)
         metrics.ack_latency.observe(latency)
         self._resolved(room, entry, ack, sent_at_ms, result.platform_message_id, attempt)
-        return False
 
     def _resolved(
         self, room: Room, entry: Entry, ack: Ack, sent_at_ms: int | None, platform_message_id: str, attempt: int = 1
