@@ -212,8 +212,7 @@ class AckIntake:
             reason = f"invalid status: {rejected.reason}"
             confirmation.expect()
             self._dead_letter(platform, "invalid_status", reason, rejected.raw, confirmation.delivered)
-        if confirmation.waiting:  # else nothing was produced (all replays, ignored changes): nothing to wait for
-            await self._confirmed(confirmation)
+        await self._confirmed(confirmation)
         outcome.published = len(published)
         for value in published:
             self._counted(platform, value, "published").inc()
