@@ -138,8 +138,11 @@ def _confirmations(base: str) -> tuple[float, float]:
 class Server:
     """One webhook process under one server, and what the runs against it sent."""
 
-    def __init__(self, name: str, command: list[str], settings: KafkaSettings, port: int) -> None:
+    def __init__(
+        self, name: str, command: list[str], settings: KafkaSettings, port: int, broker_pid: int | None = None
+    ) -> None:
         self.name = name
+        self.broker_pid = broker_pid  # the Kafka broker's CPU is reported too: it shares the box's CPUs
         self.base = f"http://127.0.0.1:{port}"
         self.proc = _start_webhook(settings, port, command)
         self.answered = 0  # statuses answered 200
@@ -148,9 +151,11 @@ class Server:
     def run(self, name: str, path: str, requests: Path, lines: int, seconds: int, batch: int) -> dict[str, Any]:
         """wrk against ``path`` for ``seconds``; figures per request."""
         cpu0, confirmed0 = _cpu_seconds(self.proc.pid), _confirmations(self.base)
+        broker0 = _cpu_seconds(self.broker_pid) if self.broker_pid else 0.0
         connections = BATCHED_CONNECTIONS if batch > 1 else CONNECTIONS
         summary = _wrk(self.base + path, requests, seconds, connections)
         cpu, confirmed = _cpu_seconds(self.proc.pid) - cpu0, _confirmations(self.base)
+        broker_cpu = _cpu_seconds(self.broker_pid) - broker0 if self.broker_pid else None
         n = summary["requests"]
         if any(summary["errors"].values()) or not n:
             raise RuntimeError(f"{self.name} {name}: {n} requests, errors {summary['errors']}")
@@ -174,6 +179,8 @@ class Server:
         }
         if batch:
             result |= {"statuses": n * batch, "statuses_per_s": round(n * batch / seconds_run, 1)}
+        if batch and broker_cpu is not None:  # the broker's share of the box per callback (Java, all its threads)
+            result["broker_cpu_us"] = round(broker_cpu / n * 1e6, 1)
         if batch and waits:  # (a probe run only sees the previous run's last requests confirmed)
             result["kafka_confirm_ms_mean"] = round(waited / waits * 1000, 2)
         print(f"  {self.name} {name}: {result}", flush=True)
@@ -255,6 +262,8 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         pooled |= {"statuses": statuses, "statuses_per_s": round(statuses / seconds, 1)}
     if confirms := [r["kafka_confirm_ms_mean"] for r in runs if "kafka_confirm_ms_mean" in r]:
         pooled["kafka_confirm_ms_mean_runs"] = confirms
+    if brokers := [r["broker_cpu_us"] for r in runs if "broker_cpu_us" in r]:
+        pooled["broker_cpu_us_runs"] = brokers
     return pooled
 
 
@@ -329,7 +338,7 @@ def run(quick: bool) -> dict[str, Any]:
                     servers[name] = {"skipped": "not installed"}
                     continue
                 print(f" server {name}", flush=True)
-                server = Server(name, command, settings, port)
+                server = Server(name, command, settings, port, broker.pid)
                 try:
                     servers[name] = _serve(server, files, batched=i == 0)
                 finally:
