@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from confluent_kafka import TopicPartition
 
 from benchmarks import code_version
 from inturn import topics
-from inturn.kafka import make_admin, make_consumer
+from inturn.kafka import make_admin, make_consumer, make_producer
 from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
@@ -191,6 +192,42 @@ class Server:
         self.proc.wait(30)
 
 
+#: How long the fresh broker is warmed before any server is measured, and at what rate (records/s).
+BROKER_WARM_S = 40
+BROKER_WARM_RATE = 6000
+
+
+def warm_broker(settings: KafkaSettings, broker_pid: int, seconds: float) -> dict[str, Any]:
+    """Produce acks-sized records to topics of their own (``warmup.*``, as many partitions), as the webhook's
+    producer does (idempotent, ``linger.ms`` 10), for ``seconds``: a fresh broker's JVM spends far more CPU per
+    record until its produce path is compiled, and on this two-CPU box that CPU is taken from the webhook and wrk.
+    Returns the broker's CPU per record over the first and the last second of it."""
+    warm = KafkaSettings(kafka_bootstrap=settings.kafka_bootstrap, topic_partitions=12, **topics.prefixed("warmup"))
+    topics.create(make_admin(warm), warm)
+    producer = make_producer(warm, **{"linger.ms": 10})
+    value = b"x" * 330
+    per_second: list[float] = []
+    sent = 0
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds:
+        cpu0, sent0 = _cpu_seconds(broker_pid), sent
+        second_ends = start + len(per_second) + 1
+        while time.monotonic() < second_ends:
+            due = int((time.monotonic() - start) * BROKER_WARM_RATE)
+            for _ in range(due - sent):
+                producer.produce(warm.topic_acks, value=value, key=f"room-{sent % ROOMS}")
+                sent += 1
+            producer.poll(0.001)
+        per_second.append((_cpu_seconds(broker_pid) - cpu0) / max(sent - sent0, 1) * 1e6)
+    producer.flush(30)
+    return {
+        "seconds": round(elapsed, 1),
+        "records": sent,
+        "broker_cpu_us_first_second": round(per_second[0], 1),
+        "broker_cpu_us_last_second": round(per_second[-1], 1),
+    }
+
+
 def _acks_published(settings: KafkaSettings) -> int:
     consumer = make_consumer(settings, "bench-count")
     try:
@@ -332,6 +369,8 @@ def run(quick: bool) -> dict[str, Any]:
         with LocalKafka() as broker:
             settings = KafkaSettings(kafka_bootstrap=broker.bootstrap, topic_partitions=12)
             topics.create(make_admin(settings), settings)
+            warmed = warm_broker(settings, broker.pid or 0, 5 if quick else BROKER_WARM_S)
+            print(f" broker warmed: {warmed}", flush=True)
             for i, name in enumerate(SERVERS):
                 command = _server_command(name, port := free_port())
                 if command is None:
@@ -367,6 +406,7 @@ def run(quick: bool) -> dict[str, Any]:
             "acks_on_topic": on_topic,
             "statuses_answered": answered,
             "note": "broker, webhook and wrk share this machine's CPUs",
+            "broker_warm_up": warmed,
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             "cpus": len(os.sched_getaffinity(0)),
         },
