@@ -199,9 +199,10 @@ BROKER_WARM_RATE = 6000
 
 def warm_broker(settings: KafkaSettings, broker_pid: int, seconds: float) -> dict[str, Any]:
     """Produce acks-sized records to topics of their own (``warmup.*``, as many partitions), as the webhook's
-    producer does (idempotent, ``linger.ms`` 10), for ``seconds``: a fresh broker's JVM spends far more CPU per
-    record until its produce path is compiled, and on this two-CPU box that CPU is taken from the webhook and wrk.
-    Returns the broker's CPU per record over the first and the last second of it."""
+    producer does (idempotent, ``linger.ms`` 10), for ``seconds``. Without it the benchmark's fresh broker spent
+    114-119 µs of CPU per single-status callback (``broker_cpu_us``), against 11-20 µs for a broker that had run
+    for 45 minutes; on this two-CPU box that CPU is taken from the webhook and wrk (docs/webhook.md, Issue 18,
+    second pass). Returns the broker's CPU per record over the first and the last second of it."""
     warm = KafkaSettings(kafka_bootstrap=settings.kafka_bootstrap, topic_partitions=12, **topics.prefixed("warmup"))
     topics.create(make_admin(warm), warm)
     producer = make_producer(warm, **{"linger.ms": 10})
