@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from confluent_kafka import TopicPartition
 
 from benchmarks import code_version
 from inturn import topics
-from inturn.kafka import make_admin, make_consumer
+from inturn.kafka import make_admin, make_consumer, make_producer
 from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
@@ -138,8 +139,11 @@ def _confirmations(base: str) -> tuple[float, float]:
 class Server:
     """One webhook process under one server, and what the runs against it sent."""
 
-    def __init__(self, name: str, command: list[str], settings: KafkaSettings, port: int) -> None:
+    def __init__(
+        self, name: str, command: list[str], settings: KafkaSettings, port: int, broker_pid: int | None = None
+    ) -> None:
         self.name = name
+        self.broker_pid = broker_pid  # the Kafka broker's CPU is reported too: it shares the box's CPUs
         self.base = f"http://127.0.0.1:{port}"
         self.proc = _start_webhook(settings, port, command)
         self.answered = 0  # statuses answered 200
@@ -148,9 +152,11 @@ class Server:
     def run(self, name: str, path: str, requests: Path, lines: int, seconds: int, batch: int) -> dict[str, Any]:
         """wrk against ``path`` for ``seconds``; figures per request."""
         cpu0, confirmed0 = _cpu_seconds(self.proc.pid), _confirmations(self.base)
+        broker0 = _cpu_seconds(self.broker_pid) if self.broker_pid else 0.0
         connections = BATCHED_CONNECTIONS if batch > 1 else CONNECTIONS
         summary = _wrk(self.base + path, requests, seconds, connections)
         cpu, confirmed = _cpu_seconds(self.proc.pid) - cpu0, _confirmations(self.base)
+        broker_cpu = _cpu_seconds(self.broker_pid) - broker0 if self.broker_pid else None
         n = summary["requests"]
         if any(summary["errors"].values()) or not n:
             raise RuntimeError(f"{self.name} {name}: {n} requests, errors {summary['errors']}")
@@ -174,6 +180,8 @@ class Server:
         }
         if batch:
             result |= {"statuses": n * batch, "statuses_per_s": round(n * batch / seconds_run, 1)}
+        if batch and broker_cpu is not None:  # the broker's share of the box per callback (Java, all its threads)
+            result["broker_cpu_us"] = round(broker_cpu / n * 1e6, 1)
         if batch and waits:  # (a probe run only sees the previous run's last requests confirmed)
             result["kafka_confirm_ms_mean"] = round(waited / waits * 1000, 2)
         print(f"  {self.name} {name}: {result}", flush=True)
@@ -182,6 +190,43 @@ class Server:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+
+
+#: How long the fresh broker is warmed before any server is measured, and at what rate (records/s).
+BROKER_WARM_S = 40
+BROKER_WARM_RATE = 6000
+
+
+def warm_broker(settings: KafkaSettings, broker_pid: int, seconds: float) -> dict[str, Any]:
+    """Produce acks-sized records to topics of their own (``warmup.*``, as many partitions), as the webhook's
+    producer does (idempotent, ``linger.ms`` 10), for ``seconds``. Without it the benchmark's fresh broker spent
+    114-119 µs of CPU per single-status callback (``broker_cpu_us``), against 11-20 µs for a broker that had run
+    for 45 minutes; on this two-CPU box that CPU is taken from the webhook and wrk (docs/webhook.md, Issue 18,
+    second pass). Returns the broker's CPU per record over the first and the last second of it."""
+    warm = KafkaSettings(kafka_bootstrap=settings.kafka_bootstrap, topic_partitions=12, **topics.prefixed("warmup"))
+    topics.create(make_admin(warm), warm)
+    producer = make_producer(warm, **{"linger.ms": 10})
+    value = b"x" * 330
+    per_second: list[float] = []
+    sent = 0
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds:
+        cpu0, sent0 = _cpu_seconds(broker_pid), sent
+        second_ends = start + len(per_second) + 1
+        while time.monotonic() < second_ends:
+            due = int((time.monotonic() - start) * BROKER_WARM_RATE)
+            for _ in range(due - sent):
+                producer.produce(warm.topic_acks, value=value, key=f"room-{sent % ROOMS}")
+                sent += 1
+            producer.poll(0.001)
+        per_second.append((_cpu_seconds(broker_pid) - cpu0) / max(sent - sent0, 1) * 1e6)
+    producer.flush(30)
+    return {
+        "seconds": round(elapsed, 1),
+        "records": sent,
+        "broker_cpu_us_first_second": round(per_second[0], 1),
+        "broker_cpu_us_last_second": round(per_second[-1], 1),
+    }
 
 
 def _acks_published(settings: KafkaSettings) -> int:
@@ -255,6 +300,8 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         pooled |= {"statuses": statuses, "statuses_per_s": round(statuses / seconds, 1)}
     if confirms := [r["kafka_confirm_ms_mean"] for r in runs if "kafka_confirm_ms_mean" in r]:
         pooled["kafka_confirm_ms_mean_runs"] = confirms
+    if brokers := [r["broker_cpu_us"] for r in runs if "broker_cpu_us" in r]:
+        pooled["broker_cpu_us_runs"] = brokers
     return pooled
 
 
@@ -323,13 +370,15 @@ def run(quick: bool) -> dict[str, Any]:
         with LocalKafka() as broker:
             settings = KafkaSettings(kafka_bootstrap=broker.bootstrap, topic_partitions=12)
             topics.create(make_admin(settings), settings)
+            warmed = warm_broker(settings, broker.pid or 0, 5 if quick else BROKER_WARM_S)
+            print(f" broker warmed: {warmed}", flush=True)
             for i, name in enumerate(SERVERS):
                 command = _server_command(name, port := free_port())
                 if command is None:
                     servers[name] = {"skipped": "not installed"}
                     continue
                 print(f" server {name}", flush=True)
-                server = Server(name, command, settings, port)
+                server = Server(name, command, settings, port, broker.pid)
                 try:
                     servers[name] = _serve(server, files, batched=i == 0)
                 finally:
@@ -358,6 +407,7 @@ def run(quick: bool) -> dict[str, Any]:
             "acks_on_topic": on_topic,
             "statuses_answered": answered,
             "note": "broker, webhook and wrk share this machine's CPUs",
+            "broker_warm_up": warmed,
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             "cpus": len(os.sched_getaffinity(0)),
         },

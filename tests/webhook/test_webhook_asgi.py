@@ -312,3 +312,20 @@ def test_the_served_application_leaves_start_up_objects_out_of_garbage_collectio
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+async def test_a_body_within_its_announced_length_is_read_whole_however_it_arrives(app: WebhookApp) -> None:
+    # Not started: a body read whole and rightly signed is answered 503; read in part it would fail the signature.
+    data = b'{"entry": []}'
+    headers = {**_signed(data), "Content-Length": str(len(data))}
+    in_parts: list[Message] = [
+        {"type": "http.request", "body": data[:5], "more_body": True},
+        {"type": "http.request", "body": data[5:], "more_body": False},
+    ]
+    assert (await call(app, "POST", "/webhooks/whatsapp", headers, in_parts))[0] == 503
+    assert (await call(app, "POST", "/webhooks/whatsapp", headers, _body(data)))[0] == 503
+    # A client sending more than it announced is refused at the limit all the same.
+    over = b"x" * (MAX_BODY + 1)
+    lying = {**_signed(over), "Content-Length": "10"}
+    assert (await call(app, "POST", "/webhooks/whatsapp", lying, _body(over)))[0] == 413
+    assert await call(app, "POST", "/webhooks/whatsapp", lying, []) == UNANSWERED  # left before its body

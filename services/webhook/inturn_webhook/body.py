@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.types import Receive
+from starlette.types import Message, Receive
 
 from inturn.errors import InturnError
 
@@ -15,16 +15,17 @@ class ClientGoneError(InturnError):
     """The client disconnected before it had sent the whole body: there is nobody left to answer."""
 
 
-async def read_limited(receive: Receive, declared: bytes | None, limit: int) -> bytes:
+async def read_limited(receive: Receive, declared: bytes | None, limit: int, first: Message | None = None) -> bytes:
     """The whole body, or ``BodyTooLargeError`` as soon as it passes ``limit`` bytes.
 
     ``declared`` is the ``Content-Length`` header's value, if any: over the limit, the body is refused
     before reading; a chunked body (no length) is read until it passes the limit and no further, so a
     client cannot make the process buffer more. ``ClientGoneError`` if the client disconnects first.
+    ``first``: the first ASGI message, when the caller received it already.
     """
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLargeError(f"Content-Length {declared.decode()} exceeds the {limit}-byte limit")
-    message = await receive()
+    message = first if first is not None else await receive()
     if message["type"] != "http.request":
         raise ClientGoneError("client disconnected")
     body: bytes = message.get("body", b"")

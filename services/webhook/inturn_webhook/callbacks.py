@@ -25,7 +25,7 @@ from inturn.errors import SchemaError
 from inturn.metrics import webhook as metrics
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.confirmations import KafkaNotConfirmedError
-from inturn_webhook.intake import AckIntake
+from inturn_webhook.intake import AckIntake, Outcome
 from inturn_webhook.platforms import form_params, public_url, verify_twilio
 from inturn_webhook.signature import Secret, SignatureError, verify
 from inturn_webhook.statuses import Callback
@@ -50,12 +50,13 @@ class Started(Protocol):
 class Answer:
     """A callback's answer: status, JSON body, and whether the platform should retry (``Retry-After: 1``)."""
 
-    __slots__ = ("body", "retry", "status")
+    __slots__ = ("_start", "body", "retry", "status")
 
     def __init__(self, status: int, body: bytes, *, retry: bool = False) -> None:
         self.status = status
         self.body = body
         self.retry = retry
+        self._start: dict[str, Any] | None = None
 
     @classmethod
     def json(cls, status: int, document: dict[str, Any], *, retry: bool = False) -> Answer:
@@ -65,6 +66,28 @@ class Answer:
     def headers(self) -> list[tuple[bytes, bytes]]:
         """The answer's headers as ASGI sends them (what Starlette's ``Response`` would set)."""
         return [(_CONTENT_LENGTH, b"%d" % len(self.body)), *(_RETRY_HEADERS if self.retry else _JSON_HEADERS)]
+
+    def start(self) -> dict[str, Any]:
+        """The ``http.response.start`` message (built once per answer; a server only reads it)."""
+        if self._start is None:
+            self._start = {"type": "http.response.start", "status": self.status, "headers": self.headers()}
+        return self._start
+
+
+_OK_ANSWERS: dict[tuple[int, int, int, int, int], Answer] = {}
+_OK_ANSWERS_MAX = 1024  # distinct outcomes kept; a callback rarely carries more than a few statuses
+
+
+def _ok_answer(outcome: Outcome) -> Answer:
+    """The 200 answer of ``outcome``; the answers of the outcomes seen before are kept, with their headers (most
+    callbacks carry one status, so a few outcomes make nearly every answer)."""
+    key = (outcome.published, outcome.replayed, outcome.unknown_room, outcome.dead_lettered, outcome.ignored)
+    answer = _OK_ANSWERS.get(key)
+    if answer is None:
+        answer = Answer(200, orjson.dumps(outcome))  # orjson writes the dataclass's fields in order, no dict between
+        if len(_OK_ANSWERS) < _OK_ANSWERS_MAX:
+            _OK_ANSWERS[key] = answer
+    return answer
 
 
 class CallbackEndpoint:
@@ -99,7 +122,7 @@ class CallbackEndpoint:
             answer = await self.answer(scope, receive, platform)
         except ClientGoneError:
             return  # nobody to answer; nothing was published
-        await send({"type": "http.response.start", "status": answer.status, "headers": answer.headers()})
+        await send(answer.start())
         await send({"type": "http.response.body", "body": answer.body})
 
     async def answer(self, scope: Scope, receive: Receive, platform: str) -> Answer:
@@ -116,7 +139,14 @@ class CallbackEndpoint:
         if signature is None or not signature.startswith(self._prefix):  # refused before reading the body
             return self._refuse_signature(platform, "missing or malformed signature header")
         try:
-            body = await read_limited(receive, declared, self._limit)
+            if declared is not None and declared.isdigit() and int(declared) <= self._limit:
+                # The usual case: a length within the limit and the whole body in one ASGI message.
+                message = await receive()
+                body = message.get("body", b"")
+                if message["type"] != "http.request" or message.get("more_body", False) or len(body) > self._limit:
+                    body = await read_limited(receive, declared, self._limit, message)
+            else:
+                body = await read_limited(receive, declared, self._limit)
             called = self._verify(scope, signature.decode("latin-1"), body)
         except SignatureError as exc:
             return self._refuse_signature(platform, str(exc))
@@ -140,7 +170,7 @@ class CallbackEndpoint:
             log.warning("kafka_not_confirmed", endpoint=self.name, platform=platform, reason=str(exc))
             return Answer.json(503, {"detail": str(exc)}, retry=True)
         self._ok.inc()
-        return Answer(200, orjson.dumps(outcome))  # orjson writes the dataclass's fields in order, no dict between
+        return _ok_answer(outcome)
 
     def _verify(self, scope: Scope, signature: str, body: bytes) -> str | None:
         """Check the signature over the body (``SignatureError`` if wrong); what the parser gets instead of the
