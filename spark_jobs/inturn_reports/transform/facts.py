@@ -166,7 +166,7 @@ def _per_message(rows: DataFrame) -> DataFrame:
     )
 
 
-def _fact_columns() -> list[Column]:
+def _fact_columns() -> list[Column | str]:
     """The facts of one aggregated message, each from the message's aggregates (one projection, no chain)."""
     dispatched = F.coalesce(F.col("_dispatched"), F.lit(0))
     # A synchronous platform calls nothing back: the send's answer is its first ack.
