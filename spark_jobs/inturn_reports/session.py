@@ -22,6 +22,9 @@ ADAPTIVE = {
 #: holds before it falls back to sorting its input. Spark's default, 128, made the rooms table sort every
 #: fact; a room's buffer is a few dozen latency counts (about 2 KB), so 65,536 rooms stay near 128 MB a task.
 AGGREGATION = {"spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536"}
+#: Cached frames are stored as plain column batches: choosing an encoding per column (Spark's default) boxes every
+#: value into a hash map to count distinct ones, which cost more CPU than building the cache itself.
+CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 #: Local mode: the driver JVM is the whole of Spark, and its heap (``driver_memory``) is not what bounds
 #: its resident memory. Direct buffers may otherwise grow to the heap's size again (nothing in local mode
 #: needs many: no network shuffle, on-heap Parquet vectors), and glibc gives each of the JVM's threads
@@ -58,7 +61,7 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in {**ADAPTIVE, **AGGREGATION}.items():
+    for key, value in {**ADAPTIVE, **AGGREGATION, **CACHE}.items():
         builder = builder.config(key, value)
     if "SPARK_ENV_LOADED" not in os.environ:  # not launched by spark-submit: this process owns the JVM
         builder = (
