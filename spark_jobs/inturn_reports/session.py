@@ -43,7 +43,7 @@ CLUSTER_DEFAULTS = {
 def spark_session(
     master: str = "local[2]",
     shuffle_partitions: int = 8,
-    driver_memory: str = "2g",
+    driver_memory: str = "1536m",
     with_jars: bool = True,
     app_name: str = "inturn-report",
     conf: Mapping[str, str] | None = None,
