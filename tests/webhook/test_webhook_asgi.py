@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import hmac
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -25,6 +26,8 @@ from inturn.settings import KafkaSettings
 from inturn_webhook import create_app
 from inturn_webhook.app import GC_YOUNG_THRESHOLD, WebhookApp, settle_heap
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
+from inturn_webhook.callbacks import _ok_answer  # the cache of 200 answers the callback path uses
+from inturn_webhook.intake import Outcome
 from inturn_webhook.signature import Secret, SignatureError, sign, verify
 
 from .support import APP_SECRET, GENERIC_SECRET, MAX_BODY, Webhook, read_topic, webhook_settings_for
@@ -329,3 +332,10 @@ async def test_a_body_within_its_announced_length_is_read_whole_however_it_arriv
     lying = {**_signed(over), "Content-Length": "10"}
     assert (await call(app, "POST", "/webhooks/whatsapp", lying, _body(over)))[0] == 413
     assert await call(app, "POST", "/webhooks/whatsapp", lying, []) == UNANSWERED  # left before its body
+
+
+def test_a_kept_200_answer_is_the_one_of_its_own_outcome_for_every_field() -> None:
+    _ok_answer(Outcome())  # the all-zero outcome's answer is kept first
+    for field in fields(Outcome):
+        outcome = Outcome(**{field.name: 1})
+        assert orjson.loads(_ok_answer(outcome).body) == {f.name: int(f.name == field.name) for f in fields(Outcome)}

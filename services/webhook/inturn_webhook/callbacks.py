@@ -14,6 +14,8 @@ waits for Kafka (200, or 503 with ``Retry-After: 1`` so that the platform retrie
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -74,14 +76,16 @@ class Answer:
         return self._start
 
 
-_OK_ANSWERS: dict[tuple[int, int, int, int, int], Answer] = {}
+_OK_ANSWERS: dict[tuple[int, ...], Answer] = {}
 _OK_ANSWERS_MAX = 1024  # distinct outcomes kept; a callback rarely carries more than a few statuses
+#: An outcome's every field, in order (one C call): the key of its kept answer, whatever fields Outcome gains.
+_OUTCOME_KEY = operator.attrgetter(*(field.name for field in dataclasses.fields(Outcome)))
 
 
 def _ok_answer(outcome: Outcome) -> Answer:
     """The 200 answer of ``outcome``; the answers of the outcomes seen before are kept, with their headers (most
     callbacks carry one status, so a few outcomes make nearly every answer)."""
-    key = (outcome.published, outcome.replayed, outcome.unknown_room, outcome.dead_lettered, outcome.ignored)
+    key: tuple[int, ...] = _OUTCOME_KEY(outcome)
     answer = _OK_ANSWERS.get(key)
     if answer is None:
         answer = Answer(200, orjson.dumps(outcome))  # orjson writes the dataclass's fields in order, no dict between
