@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_STAMP := $(VENV)/.kafka-jars
 PYTEST_ARGS ?=
 
-.PHONY: help setup test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
+.PHONY: help setup compile test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,7 +27,17 @@ $(KAFKA_STAMP): $(STAMP) devtools/inturn_devtools/kafka/pom.xml
 	@$(BIN)/python -c 'from inturn_devtools.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
 	@touch $@
 
-setup: $(STAMP) $(KAFKA_STAMP) ## create the venv, install dependencies, system packages and Kafka jars (idempotent)
+# The worker's hot path compiled by mypyc beside its sources (docs/compiled.md); again whenever a source changed.
+HOT_PATH_SOURCES := $(wildcard services/worker/inturn_worker/*.py libs/inturn/platforms/*.py libs/inturn/metrics/*.py) \
+	libs/inturn/compiled.py devtools/inturn_devtools/compile.py pyproject.toml
+COMPILED := libs/inturn/compiled-sources.json
+
+$(COMPILED): $(STAMP) $(HOT_PATH_SOURCES)
+	@$(BIN)/python -m inturn_devtools.compile
+
+setup: $(STAMP) $(KAFKA_STAMP) $(COMPILED) ## create the venv, install dependencies, system packages, Kafka jars; compile the hot path (idempotent)
+
+compile: $(COMPILED) ## compile the worker's hot path with mypyc (make setup does; `python -m inturn_devtools.compile --clean` undoes)
 
 test: setup ## run the test suite against real Kafka, PostgreSQL, Pub/Sub emulator and Spark
 	$(BIN)/pytest -m 'not chaos' $(PYTEST_ARGS)
@@ -69,4 +79,5 @@ helm-check: setup ## lint, render and validate the Helm chart (helm built from t
 	$(BIN)/pytest -m helm tests/helm $(PYTEST_ARGS)
 
 clean: ## remove the venv and caches (not the Kafka jar cache in ~/.cache/inturn)
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis var reports
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis var reports $(COMPILED)
+	find libs services -name "*.so" -delete

@@ -154,8 +154,8 @@ class DeliveryThread:
         self._producer = producer
         self._after_poll = after_poll
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
+        self._server = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._server.start()
 
     def _serve(self) -> None:
         while not self._stopped.is_set():
@@ -166,7 +166,7 @@ class DeliveryThread:
     def stop(self, timeout: float = 2.0) -> None:
         """Stop polling (after ``flush``: the callbacks of what is still queued run in whoever polls next)."""
         self._stopped.set()
-        self._thread.join(timeout)
+        self._server.join(timeout)
 
 
 #: Record headers as confluent_kafka takes them.

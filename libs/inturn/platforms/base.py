@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
@@ -35,6 +36,7 @@ class AckKind(StrEnum):
     SYNCHRONOUS = "synchronous"
 
 
+@mypyc_attr(native_class=False)  # a plain class when compiled: its tests watch it through a weak reference
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class PreparedSend:
     """A message rendered for its platform: ready to POST, nothing left to compute (weakly referenceable, so a
@@ -76,10 +78,11 @@ def watermark_covers(result: SendResult, watermark_ms: int, clock_skew_ms: int =
     return result.sent_at_ms - clock_skew_ms <= watermark_ms
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (docs/compiled.md); tests subclass it
 class PlatformAdapter(ABC):
     """Renders and sends messages to one platform; raises only the ``PlatformError`` tree."""
 
-    name: str = ""
+    name: ClassVar[str] = ""
     #: How this platform confirms a message (see ``AckKind``).
     ack_kind: ClassVar[AckKind] = AckKind.PER_MESSAGE
 

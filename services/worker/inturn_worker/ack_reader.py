@@ -53,7 +53,7 @@ class AckReader:
         self._router = router
         self._events = events
         self._consumer = self._new_consumer()
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="acks")
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="acks")
         self._changes: deque[tuple[str, list[Partition], int]] = deque()
         self._catching_up: dict[int, tuple[Partition, int, int]] = {}  # partition -> (state, start, end)
         self._stopping = False
@@ -206,7 +206,7 @@ class AckReader:
         loop = asyncio.get_running_loop()
         while not self._stopping:
             if self._changes and time.monotonic() >= self._retry_at:
-                await loop.run_in_executor(self._thread, self._apply_changes)
+                await loop.run_in_executor(self._executor, self._apply_changes)
                 if self._stopping:
                     return
             batch, ready = self._take()
@@ -290,8 +290,8 @@ class AckReader:
     async def close(self) -> None:
         """Stop reading and close the consumer."""
         self._stopping = True
-        await asyncio.get_running_loop().run_in_executor(self._thread, self._consumer.close)
-        self._thread.shutdown(wait=False)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._consumer.close)
+        self._executor.shutdown(wait=False)
 
 
 def _text(value: str | bytes | None) -> str | None:

@@ -59,7 +59,7 @@ class Intake:
         self._topic = settings.topic_messages
         self._mode = str(settings.worker_mode)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="intake")
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="intake")
         self._stopping = False
         #: Offsets to commit, per partition: decided by the loop, sent by the thread's next turn. Merged, never
         #: replaced: ``_to_commit`` records an offset as committed when it decides it, so a decision the thread
@@ -96,7 +96,7 @@ class Intake:
         checkpoints = asyncio.create_task(self._checkpoints(), name="checkpoints")
         try:
             while not self._stopping:
-                batch = await self._loop.run_in_executor(self._thread, self._step, batch_size)
+                batch = await self._loop.run_in_executor(self._executor, self._step, batch_size)
                 if batch:
                     await self._take(batch)
                 self._events.poll()
@@ -386,10 +386,10 @@ class Intake:
         log.info("partitions_released", partitions=numbers)
         commits = await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
         if commits:
-            await self._loop.run_in_executor(self._thread, self._commit, commits, False)
+            await self._loop.run_in_executor(self._executor, self._commit, commits, False)
 
     async def close(self) -> None:
         """Leave the group and close the consumer (after ``drain_all``, the revoke callback has nothing left)."""
         assert self._loop is not None
-        await self._loop.run_in_executor(self._thread, self._consumer.close)
-        self._thread.shutdown(wait=False)
+        await self._loop.run_in_executor(self._executor, self._consumer.close)
+        self._executor.shutdown(wait=False)

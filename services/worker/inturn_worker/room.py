@@ -197,13 +197,11 @@ class Rooms:
                 await asyncio.sleep(delay)
         try:
             adapter = self._adapter(entry.platform)
-            # The rendered send is passed on, never kept in a local here: this frame stays suspended while the
-            # message awaits its ack, and would keep the body alive (see _send_and_wait).
             if self._mode is OrderingMode.PARTITION:
                 async with part.lock:  # one message in flight per partition
-                    await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
+                    await self._send_and_wait(room, entry, adapter)
             else:
-                await self._send_and_wait(room, entry, adapter, self._prepared(adapter, entry))
+                await self._send_and_wait(room, entry, adapter)
         except SendFailed as failure:
             await self._dead_letter(room, entry, failure)
 
@@ -226,8 +224,12 @@ class Rooms:
             raise SendFailed(prepared.reason)
         return prepared
 
-    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> None:
-        """Send, then (in the ack-gated modes) wait for the ack or the timeout."""
+    async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter) -> None:
+        """Send, then (in the ack-gated modes) wait for the ack or the timeout.
+
+        The rendered send goes straight into the send, never into a local or parameter of this frame: the frame
+        stays suspended while the message awaits its ack and would keep the body alive (with tens of thousands
+        of rooms awaiting acks, a kilobyte each adds up). A compiled frame keeps every local until it returns."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack
@@ -243,11 +245,8 @@ class Rooms:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
                     return
         room.in_flight = True
-        result, attempt, sent_at_ms = await self._sends.send(entry, adapter, prepared)
-        # Sent: the rendered body is not needed again, and the room may wait long for its ack. Every reference
-        # goes, the parameter too: with tens of thousands of rooms awaiting acks, a kilobyte each adds up.
-        entry.prepared = None
-        del prepared
+        result, attempt, sent_at_ms = await self._sends.send(entry, adapter, self._prepared(adapter, entry))
+        entry.prepared = None  # sent: the rendered body is not needed again, and the room may wait long for its ack
         metrics = m.for_platform(platform)
         metrics.dispatched.inc()  # no event: the message's terminal event carries when and how it was sent
         if future is None:
