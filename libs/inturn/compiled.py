@@ -21,14 +21,14 @@ from pathlib import Path
 
 from inturn.errors import InturnError
 
-#: The modules compiled, in the order a message meets them. Three of the worker's stay Python because their tests
-#: do what a compiled module refuses or does not see: ``limits`` (the tests replace its clock), ``intake`` and
-#: ``checkpoint`` (the tests build them with stand-ins of other types). ``limits`` and ``intake`` run per message
-#: too, so compiling them is the next step (a clock and collaborators passed in; docs/compiled.md).
+#: The modules compiled, in the order a message meets them. Two of the worker's stay Python because their tests
+#: build them with stand-ins of other types, which a compiled function rejects at the call: ``intake`` (per
+#: consumed batch, and a few calls per record) and ``checkpoint`` (per round). See docs/compiled.md.
 HOT_PATH: tuple[str, ...] = (
     "inturn_worker.partition",
     "inturn_worker.room",
     "inturn_worker.timeouts",
+    "inturn_worker.limits",
     "inturn.platforms.base",
     "inturn.platforms.transport",
     "inturn.platforms.whatsapp",
@@ -43,6 +43,15 @@ HOT_PATH: tuple[str, ...] = (
     "inturn_worker.dead_letters",
     "inturn.kafka",
     "inturn.metrics.lockfree",
+    # The webhook's callback path, but for its FastAPI application (FastAPI reads its handlers' signatures).
+    "inturn_webhook.body",
+    "inturn_webhook.signature",
+    "inturn_webhook.statuses",
+    "inturn_webhook.platforms",
+    "inturn_webhook.rooms",
+    "inturn_webhook.confirmations",
+    "inturn_webhook.intake",
+    "inturn_webhook.callbacks",
 )
 
 #: mypyc's group: its shared library is the module ``inturn.hot_path__mypyc`` (``libs/inturn``).

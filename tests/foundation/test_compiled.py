@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import json
@@ -50,3 +51,19 @@ def test_a_compiled_module_whose_source_changed_or_that_no_manifest_names_is_sta
     ]
     assert stale(modules, manifest) == ["edited", "unlisted"]
     assert stale(modules, tmp_path / "missing.json") == ["fresh", "edited", "unlisted"]
+
+
+def test_no_compiled_function_binds_one_exception_name_to_two_types() -> None:
+    """mypyc gives a name the type of its first binding: ``except A as exc`` then ``except B as exc`` in one
+    function raises TypeError when B is caught (seen in ``Sends.send``: every retried 429 failed its room)."""
+    shared = []
+    for module in hot_modules():
+        for function in ast.walk(ast.parse(module.source.read_text())):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            caught: dict[str, set[str]] = {}
+            for node in ast.walk(function):
+                if isinstance(node, ast.ExceptHandler) and node.name and node.type is not None:
+                    caught.setdefault(node.name, set()).add(ast.unparse(node.type))
+            shared += [f"{module.name}.{function.name}: {name}" for name, types in caught.items() if len(types) > 1]
+    assert shared == []

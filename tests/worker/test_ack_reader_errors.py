@@ -8,16 +8,18 @@ is not marked caught up meanwhile. Here the error is made deterministic with a p
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 
-from inturn.kafka import make_consumer, partition_for
+from inturn.kafka import make_consumer, make_producer, partition_for
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
-from inturn_worker.ack_reader import REBUILD_AFTER
+from inturn_worker.ack_reader import REBUILD_AFTER, AckReader
+from inturn_worker.acks import AckRouter
+from inturn_worker.events import EventLog
 from inturn_worker.partition import Partition
 from tests.worker.harness import ack_of, ack_reader, publish_acks
 
@@ -87,8 +89,15 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
     second = partition_for(other_room, partitions)
     publish_acks(settings, [ack_of(room, n) for n in range(3)])
     routed: list[tuple[int, int]] = []
-    reader = ack_reader(settings)
-    reader._route = lambda record: routed.append((record.partition() or 0, record.offset() or 0))  # type: ignore[method-assign]
+
+    class Recording(AckReader):
+        """Records where each routed ack was instead of routing it."""
+
+        def _route(self, record: Message) -> None:
+            routed.append((record.partition() or 0, record.offset() or 0))
+
+    events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})
+    reader = Recording(settings, AckRouter(3600), events)
     reader.lookup_timeout_s = 1.0
 
     def read_until(count: int) -> None:

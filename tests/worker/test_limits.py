@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import types
 
 import pytest
 
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
-from inturn_worker import limits
 from inturn_worker.limits import CircuitBreaker, TokenBucket, full_jitter_backoff
 from tests.worker.harness import (
     ScriptedPlatform,
@@ -29,7 +27,7 @@ from tests.worker.harness import (
 
 
 class Clock:
-    """Stands in for ``time`` inside the limits module: only the test moves it."""
+    """The bucket's and the breaker's clock: only the test moves it."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -39,24 +37,22 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
-    monkeypatch.setattr(limits, "time", types.SimpleNamespace(monotonic=fake.monotonic))
-    return fake
+def clock() -> Clock:
+    return Clock()
 
 
 # --- token bucket -----------------------------------------------------------------------------------------
 
 
 def test_a_full_bucket_lets_its_burst_through_then_spaces_sends_at_the_rate(clock: Clock) -> None:
-    bucket = TokenBucket(rate=80, burst=80)  # WhatsApp's default: 80 messages/s per phone number
+    bucket = TokenBucket(rate=80, burst=80, clock=clock.monotonic)  # WhatsApp's default: 80 messages/s per phone number
     assert [bucket.reserve() for _ in range(80)] == [0.0] * 80
     # Further reservations queue behind each other, 1/80 s apart.
     assert [bucket.reserve() for _ in range(3)] == pytest.approx([1 / 80, 2 / 80, 3 / 80])
 
 
 def test_the_bucket_refills_at_the_rate_and_never_beyond_its_burst(clock: Clock) -> None:
-    bucket = TokenBucket(rate=10, burst=5)
+    bucket = TokenBucket(rate=10, burst=5, clock=clock.monotonic)
     for _ in range(5):
         bucket.reserve()
     clock.now += 0.2  # two tokens back
@@ -68,13 +64,13 @@ def test_the_bucket_refills_at_the_rate_and_never_beyond_its_burst(clock: Clock)
 # --- circuit breaker --------------------------------------------------------------------------------------
 
 
-def _breaker() -> CircuitBreaker:
-    return CircuitBreaker(failure_ratio=0.5, min_calls=4, window_s=10.0, open_s=5.0, probes=2)
+def _breaker(clock: Clock) -> CircuitBreaker:
+    return CircuitBreaker(failure_ratio=0.5, min_calls=4, window_s=10.0, open_s=5.0, probes=2, clock=clock.monotonic)
 
 
 def _half_open(clock: Clock) -> CircuitBreaker:
     """A breaker tripped by 4 failures whose pause is over."""
-    breaker = _breaker()
+    breaker = _breaker(clock)
     for _ in range(4):
         breaker.record(False)
     clock.now += 5
@@ -82,7 +78,7 @@ def _half_open(clock: Clock) -> CircuitBreaker:
 
 
 def test_the_breaker_opens_at_the_failure_ratio_once_enough_calls_were_seen(clock: Clock) -> None:
-    breaker = _breaker()
+    breaker = _breaker(clock)
     for ok in (False, False, False):
         breaker.record(ok)
     assert breaker.state == "closed", "3 calls are fewer than min_calls"
@@ -95,7 +91,7 @@ def test_the_breaker_opens_at_the_failure_ratio_once_enough_calls_were_seen(cloc
 
 
 def test_failures_older_than_the_window_do_not_count(clock: Clock) -> None:
-    breaker = _breaker()
+    breaker = _breaker(clock)
     breaker.record(False)
     breaker.record(False)
     clock.now += 11  # both failures leave the 10 s window

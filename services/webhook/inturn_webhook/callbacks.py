@@ -152,27 +152,27 @@ class CallbackEndpoint:
             else:
                 body = await read_limited(receive, declared, self._limit)
             called = self._verify(scope, signature.decode("latin-1"), body)
-        except SignatureError as exc:
-            return self._refuse_signature(platform, str(exc))
-        except BodyTooLargeError as exc:
+        except SignatureError as unsigned:
+            return self._refuse_signature(platform, str(unsigned))
+        except BodyTooLargeError as too_large:
             self._too_large.inc()
-            log.warning("body_too_large", endpoint=self.name, platform=platform, reason=str(exc))
-            return Answer.json(413, {"detail": str(exc)})
+            log.warning("body_too_large", endpoint=self.name, platform=platform, reason=str(too_large))
+            return Answer.json(413, {"detail": str(too_large)})
         intake = self._started.intake
         if intake is None:  # not started (or stopping): nothing can be confirmed
             return Answer.json(503, {"detail": "not started"}, retry=True)
         try:
             try:
                 callback = self._parse(body, called or platform)
-            except SchemaError as exc:
-                await intake.dead_letter(platform, exc.reason, body)
+            except SchemaError as unreadable:
+                await intake.dead_letter(platform, unreadable.reason, body)
                 self._dead_lettered.inc()
-                return Answer.json(200, {**_EMPTY, "dead_lettered": 1, "reason": exc.reason})
+                return Answer.json(200, {**_EMPTY, "dead_lettered": 1, "reason": unreadable.reason})
             outcome = await intake.deliver(platform, callback)
-        except KafkaNotConfirmedError as exc:
+        except KafkaNotConfirmedError as unconfirmed:
             self._kafka_timeout.inc()
-            log.warning("kafka_not_confirmed", endpoint=self.name, platform=platform, reason=str(exc))
-            return Answer.json(503, {"detail": str(exc)}, retry=True)
+            log.warning("kafka_not_confirmed", endpoint=self.name, platform=platform, reason=str(unconfirmed))
+            return Answer.json(503, {"detail": str(unconfirmed)}, retry=True)
         self._ok.inc()
         return _ok_answer(outcome)
 

@@ -141,10 +141,10 @@ class AckIntake:
     ) -> None:
         try:
             self._producer.produce_then(topic, value, delivered, key, headers, partition)
-        except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
-            raise KafkaNotConfirmedError("producer queue full") from exc
-        except KafkaClientError as exc:
-            raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
+        except BufferError as full:  # the local queue stayed full: Kafka is not keeping up or is away
+            raise KafkaNotConfirmedError("producer queue full") from full
+        except KafkaClientError as refused:
+            raise KafkaNotConfirmedError(f"produce refused: {refused}") from refused
 
     def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes, delivered: Delivered) -> None:
         # ``kind`` is the metric label (a fixed set); ``reason`` may quote the input and goes only in the record.
@@ -202,10 +202,10 @@ class AckIntake:
                     )
                     published.append(status.status)
                 in_flight[key] = record
-        except BufferError as exc:  # the local queue stayed full: Kafka is not keeping up or is away
-            raise KafkaNotConfirmedError("producer queue full") from exc
-        except KafkaClientError as exc:
-            raise KafkaNotConfirmedError(f"produce refused: {exc}") from exc
+        except BufferError as full:  # the local queue stayed full: Kafka is not keeping up or is away
+            raise KafkaNotConfirmedError("producer queue full") from full
+        except KafkaClientError as refused:
+            raise KafkaNotConfirmedError(f"produce refused: {refused}") from refused
         for rejected in callback.rejected:
             outcome.dead_lettered += 1
             self._counted(platform, "none", "invalid").inc()

@@ -11,6 +11,7 @@ import contextlib
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
@@ -25,17 +26,18 @@ class TokenBucket:
     """``rate`` tokens per second, at most ``burst`` saved; a sender reserves a token and sleeps its deficit
     (reservations are FIFO: each later one waits longer)."""
 
-    __slots__ = ("_burst", "_rate", "_stamp", "_tokens")
+    __slots__ = ("_burst", "_clock", "_rate", "_stamp", "_tokens")
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._rate = rate
         self._burst = float(burst)
         self._tokens = float(burst)
-        self._stamp = time.monotonic()
+        self._clock = clock
+        self._stamp = clock()
 
     def reserve(self) -> float:
         """Take a token; returns how long to wait before using it (0 when one was available)."""
-        now = time.monotonic()
+        now = self._clock()
         self._tokens = min(self._burst, self._tokens + (now - self._stamp) * self._rate)
         self._stamp = now
         self._tokens -= 1.0
@@ -47,7 +49,16 @@ class CircuitBreaker:
     after a pause; half-open lets ``probes`` calls through, closing on their success, reopening on a failure.
     """
 
-    def __init__(self, failure_ratio: float, min_calls: int, window_s: float, open_s: float, probes: int) -> None:
+    def __init__(
+        self,
+        failure_ratio: float,
+        min_calls: int,
+        window_s: float,
+        open_s: float,
+        probes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
         self._ratio = failure_ratio
         self._min_calls = min_calls
         self._window = window_s
@@ -66,7 +77,7 @@ class CircuitBreaker:
         """'closed', 'open' or 'half-open'."""
         if self._opened_at is None:
             return "closed"
-        return "half-open" if time.monotonic() - self._opened_at >= self._open_s else "open"
+        return "half-open" if self._clock() - self._opened_at >= self._open_s else "open"
 
     async def admit(self) -> None:
         """Wait until a call may go through (immediately while closed)."""
@@ -78,14 +89,14 @@ class CircuitBreaker:
                 self._probing += 1
                 return
             assert self._opened_at is not None
-            wait = self._opened_at + self._open_s - time.monotonic()
+            wait = self._opened_at + self._open_s - self._clock()
             # Open: wait out the pause. Half-open with every probe slot taken: wait for a probe to settle.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), wait if wait > 0 else self._open_s)
 
     def record(self, ok: bool) -> None:
         """Record a call's outcome (transient failures count; permanent 4xx do not)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._opened_at is not None:
             self._probing = max(0, self._probing - 1)
             if not ok:
@@ -181,9 +192,9 @@ class Sends:
             t0 = time.perf_counter()
             try:
                 result = await adapter.send(prepared, entry.part.owned)
-            except RequestWithdrawn as exc:  # the partition went while the send waited for a connection
-                raise PartitionGone(entry.part.partition) from exc
-            except TransientPlatformError as exc:
+            except RequestWithdrawn as withdrawn:  # the partition went while the send waited for a connection
+                raise PartitionGone(entry.part.partition) from withdrawn
+            except TransientPlatformError as transient:
                 breaker.record(False)
                 send_latency.observe(time.perf_counter() - t0)
                 elapsed = time.monotonic() - started
@@ -192,11 +203,11 @@ class Sends:
                     or elapsed * 1000 >= settings.worker_retry_max_elapsed_ms
                 ):
                     raise SendFailed(
-                        f"gave up after {attempt} attempts in {elapsed:.1f}s: {exc.reason}", attempt=attempt
-                    ) from exc
+                        f"gave up after {attempt} attempts in {elapsed:.1f}s: {transient.reason}", attempt=attempt
+                    ) from transient
                 delay = (
-                    exc.retry_after
-                    if exc.retry_after is not None
+                    transient.retry_after
+                    if transient.retry_after is not None
                     else full_jitter_backoff(
                         attempt - 1,
                         settings.worker_retry_base_ms / 1000,
@@ -204,7 +215,9 @@ class Sends:
                         self._rng,
                     )
                 )
-                reason = "throttled" if exc.status == 429 else "server_error" if exc.status else "connection"
+                reason = (
+                    "throttled" if transient.status == 429 else "server_error" if transient.status else "connection"
+                )
                 m.RETRIES.labels(platform, reason).inc()
                 self._events.emit(
                     EventType.RETRIED,
@@ -214,13 +227,13 @@ class Sends:
                     entry.part.partition,
                     entry.offset,
                     attempt=attempt,
-                    detail=f"{exc.reason}; next in {delay:.3f}s",
+                    detail=f"{transient.reason}; next in {delay:.3f}s",
                 )
                 await asyncio.sleep(delay)
                 continue
-            except PermanentPlatformError as exc:
+            except PermanentPlatformError as permanent:
                 send_latency.observe(time.perf_counter() - t0)
-                raise SendFailed(exc.reason, attempt=attempt) from exc
+                raise SendFailed(permanent.reason, attempt=attempt) from permanent
             breaker.record(True)
             send_latency.observe(time.perf_counter() - t0)
             # The adapter's stamp is when the request left, after any wait for a pooled connection: ack latency
