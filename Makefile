@@ -27,9 +27,10 @@ $(KAFKA_STAMP): $(STAMP) devtools/inturn_devtools/kafka/pom.xml
 	@$(BIN)/python -c 'from inturn_devtools.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
 	@touch $@
 
-# The worker's hot path compiled by mypyc beside its sources (docs/compiled.md); again whenever a source changed.
-HOT_PATH_SOURCES := $(wildcard services/worker/inturn_worker/*.py libs/inturn/platforms/*.py libs/inturn/metrics/*.py) \
-	libs/inturn/compiled.py devtools/inturn_devtools/compile.py pyproject.toml
+# The hot path compiled by mypyc beside its sources (docs/compiled.md; the list is inturn.compiled.HOT_PATH), again
+# whenever a source it may import changed: every module of the shared library, the worker and the webhook.
+HOT_PATH_SOURCES := $(wildcard libs/inturn/*.py libs/inturn/*/*.py services/worker/inturn_worker/*.py \
+	services/webhook/inturn_webhook/*.py) devtools/inturn_devtools/compile.py pyproject.toml
 COMPILED := libs/inturn/compiled-sources.json
 
 $(COMPILED): $(STAMP) $(HOT_PATH_SOURCES)
