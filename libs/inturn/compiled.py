@@ -7,7 +7,8 @@ it saves: docs/compiled.md.
 
 An extension module built from an older source would run code that is no longer in the repository, so the build
 records a hash of each source (``MANIFEST``), and ``stale`` names every compiled module whose source has changed
-since. ``inturn worker`` refuses to start with one, and the test suite stops before its first test.
+since. ``inturn worker`` and ``inturn webhook`` refuse to start with one, and the test suite stops before its
+first test.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def stale(modules: list[HotModule] | None = None, manifest: Path = MANIFEST) -> 
 
 
 def require_fresh() -> list[HotModule]:
-    """The hot path's modules; ``StaleCompiledModuleError`` when a compiled one is older than its source."""
+    """The hot path's modules; ``StaleCompiledModuleError`` when a compiled one no longer matches its source."""
     modules = hot_modules()
     old = stale(modules)
     if old:
