@@ -53,6 +53,9 @@ LATENCY_MS = {"median": 100, "p99": 400, "max": 2000}
 ACK_TIMEOUT_MS = 1500
 WARMUP_ROOMS_PER_S = 5000  # one more second of warm-up per this many rooms
 RAW_CONCURRENCY_CAP = 200  # the worker's default HTTP pool size (INTURN_WORKER_POOL_SIZE)
+#: How much more than the raw loop could send during the warm-up and the window each scenario's backlog holds: ack
+#: mode reached 0.99 of the raw rate, and the raw rate itself moves by a fifth between runs on this box.
+BACKLOG_MARGIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class Plan:
     """How big and how long: the full matrix or the quick one."""
 
     rooms: tuple[int, ...]
-    backlog: int  # messages produced per scenario at least (2 per room at least)
+    backlog: int  # messages produced per scenario at least (2 per room, and ``backlog_per_room``'s, at least)
     raw_requests: int
     warmup_s: float
     window_s: float
@@ -102,6 +105,7 @@ def run(quick: bool, plan: Plan | None = None, ack_rates: tuple[float, ...] = AC
             "ack_timeout_ms": ACK_TIMEOUT_MS,
             "raw_concurrency_cap": RAW_CONCURRENCY_CAP,
             "backlog_min": plan.backlog,
+            "backlog_margin": BACKLOG_MARGIN,
             "raw_requests": plan.raw_requests,
             "warmup_s": plan.warmup_s,
             "warmup_s_per_room": 1 / WARMUP_ROOMS_PER_S,
@@ -144,7 +148,7 @@ def _scenario(
 ) -> dict[str, Any]:
     sim_env = sim_env_for(ack_rate)
     raw = raw_loop(kafka, f"{name}-raw", rooms, plan.raw_requests, sim_env)
-    per_room = max(2, math.ceil(plan.backlog / rooms))
+    per_room = backlog_per_room(plan, rooms, raw["msgs_per_s"])
     modes = {mode: fresh_topics(kafka.bootstrap, f"{name}-{mode}", PARTITIONS) for mode in ("ack", "partition")}
     t0 = time.monotonic()
     produced = produce_backlog(list(modes.values()), rooms, per_room, prefix=name)
@@ -171,6 +175,18 @@ def _scenario(
         "partition_over_raw": _ratio(part["msgs_per_s"], raw["msgs_per_s"]),
         "ack_cpu_over_raw_cpu": _ratio(ack["worker_cpu_us_per_message"], raw["cpu_us_per_request"]),
     }
+
+
+def backlog_per_room(plan: Plan, rooms: int, raw_msgs_per_s: float) -> int:
+    """Messages per room: enough that no room runs out before the window ends, were the worker to send at the raw
+    loop's rate (times ``BACKLOG_MARGIN``) from its first send on; at least the plan's backlog, and 2 per room.
+
+    A room sends one message per round trip, so a backlog sized for the room count alone drained early: 50,000
+    messages are 2 a room at 25,000 rooms, sent within the warm-up, and the window then counted almost nothing
+    (ack / raw 0 at 25,000 rooms and 0.14 at 5,000 in the run of 2026-11-25 21:34 UTC)."""
+    busy_s = plan.warmup_s + rooms / WARMUP_ROOMS_PER_S + plan.window_s  # from the first send to the window's end
+    needed = math.ceil(raw_msgs_per_s * busy_s * BACKLOG_MARGIN / rooms)
+    return max(2, math.ceil(plan.backlog / rooms), needed)
 
 
 def worker_env_for(mode: str) -> dict[str, str]:

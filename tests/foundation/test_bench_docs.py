@@ -299,3 +299,20 @@ def test_the_kafka_clients_section_shows_each_clients_cost_per_record_against_co
     )
     assert "| aiokafka | 17.25 | 4.93 | 1.80 | 2.25 |" in section
     assert "| confluent-kafka | 3.50 | 1 | 0.80 | 1 |" in section
+
+
+def test_a_scenario_whose_backlog_ran_out_in_the_window_is_named_as_a_lower_bound(tmp_path: Path) -> None:
+    results = copy.deepcopy(RESULTS)
+    scenario = results["results"]["matrix"]["scenarios"][0]
+    page, _ = _written(tmp_path, results)
+    assert "backlog ran out" not in page  # 4,000 messages were left when the window ended
+    scenario["ack"]["backlog_left_at_end"] = 0
+    page, _ = _written(tmp_path / "drained", results)
+    assert "**The backlog ran out within the window** in ack mode for: 100 rooms, ack rate 1." in page
+
+
+def test_the_setup_line_states_the_backlog_margin_when_the_run_sized_the_backlog_by_it(tmp_path: Path) -> None:
+    results = copy.deepcopy(RESULTS)
+    results["results"]["matrix"]["setup"]["backlog_margin"] = 1.5
+    page, _ = _written(tmp_path, results)
+    assert "and at least 1.50 times what the raw loop's rate would send from the first send to the window's end" in page
