@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hmac
 import time
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from inturn import __version__, probes
 from inturn.kafka import AsyncProducer, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
+from inturn.runtime import tune_gc
 from inturn.schemas import now_ms
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
@@ -369,16 +369,14 @@ GC_YOUNG_THRESHOLD = 10_000
 
 
 def settle_heap() -> None:
-    """Tune the cyclic garbage collector for serving, once the application is built (``app_from_env``).
+    """Tune the cyclic garbage collector for serving, once the application is built (``app_from_env``): what
+    start-up built is frozen and young collections run every ``GC_YOUNG_THRESHOLD`` allocations
+    (``inturn.runtime.tune_gc``, as the worker's).
 
-    What start-up built (modules, FastAPI's routes and models) lives as long as the process: ``gc.freeze``
-    moves it out of every later collection. A callback waits tens of milliseconds for Kafka with its objects
-    alive, so with hundreds in flight the default young threshold (700 allocations) ran a collection every
-    few requests and promoted waiting requests' objects to older generations, whose collections then scanned
-    them again: measured as the webhook benchmark drives it (4 rounds, order alternated, load 8-13), 255
-    against 295 µs of CPU per single-status callback. Memory is not at stake: ``GC_YOUNG_THRESHOLD``
-    allocations at most wait.
+    A callback waits tens of milliseconds for Kafka with its objects alive, so with hundreds in flight the default
+    young threshold (700 allocations) ran a collection every few requests and promoted waiting requests' objects to
+    older generations, whose collections then scanned them again: measured as the webhook benchmark drives it (4
+    rounds, order alternated, load 8-13), 255 against 295 µs of CPU per single-status callback. Memory is not at
+    stake: ``GC_YOUNG_THRESHOLD`` allocations at most wait.
     """
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+    tune_gc(GC_YOUNG_THRESHOLD)
