@@ -303,7 +303,7 @@ def measure_mode(
         line.stop()
     delivered = figures.accepted_in(receipts, start_ms, end_ms)
     window_s = (end_ms - start_ms) / 1000
-    verdict = figures.verdict(check(receipts, produced), produced, receipts)
+    verdict = figures.verdict(check(receipts, produced), produced, receipts, ACK_TIMEOUT_MS)
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "mode": mode,

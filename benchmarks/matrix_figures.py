@@ -13,6 +13,7 @@ Throughput is counted from the receipts (what reached the platform), never from 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -180,13 +181,19 @@ def turn_delays(
 
 
 def verdict(
-    report: Report, produced: Mapping[str, Sequence[str]], receipts: Iterable[Mapping[str, Any]]
+    report: Report,
+    produced: Mapping[str, Sequence[str]],
+    receipts: Iterable[Mapping[str, Any]],
+    ack_timeout_ms: int | None = None,
 ) -> dict[str, int]:
     """The receipt checker's totals for a run stopped before its backlog drained.
 
     ``lost`` counts only messages missing before a later message of the same room that did arrive (a
     gap); messages after a room's last arrival are ``not_yet_sent`` when the measurement stopped.
+    With ``ack_timeout_ms``, ``reordered_past_timeout`` says how many of the inversions are the ones ack mode
+    allows (see ``reordered_past_timeout``).
     """
+    receipts = list(receipts)
     position = {room: {m: i for i, m in enumerate(ids)} for room, ids in produced.items()}
     last: dict[str, int] = {}
     for r in receipts:
@@ -202,7 +209,7 @@ def verdict(
         for m in rr.lost
         if position.get(room, {}).get(m, math.inf) < last.get(room, -1)
     )
-    return {
+    counted = {
         "produced": report.produced,
         "received": report.produced - report.lost,
         "lost": gaps,
@@ -211,3 +218,38 @@ def verdict(
         "duplicated": report.duplicated,
         "unexpected": report.unexpected,
     }
+    if ack_timeout_ms is not None:
+        counted["reordered_past_timeout"] = reordered_past_timeout(receipts, position, ack_timeout_ms)
+    return counted
+
+
+def reordered_past_timeout(
+    receipts: Iterable[Mapping[str, Any]], position: Mapping[str, Mapping[str, int]], ack_timeout_ms: int
+) -> int:
+    """Of the checker's inversions (adjacent pairs of first receptions, in device order, against room order),
+    those whose earlier message spent longer than the ack timeout between the platform's acceptance and the
+    device, both read from the simulator's receipt (``delivered_at_ms - accepted_at_ms``).
+
+    Ack mode sends N+1 after N's ack or N's timeout (docs/ordering-modes.md). A platform calls back when it
+    delivered, so a message still in transit when its timeout ended had no ack in time however fast the
+    callback path was, and the next message may reach the device first: the order ack mode promises only
+    when the platform is faster than the timeout. An inversion whose earlier message was delivered within
+    the timeout would be the worker's fault."""
+    first: dict[tuple[str, str], Mapping[str, Any]] = {}
+    order: dict[str, list[str]] = {}
+    for r in sorted(receipts, key=lambda r: r.get("seq", 0)):
+        room, message = r.get("room_id"), r.get("message_id")
+        if room is None or message is None or (room, message) in first:
+            continue
+        first[(room, message)] = r
+        order.setdefault(room, []).append(message)
+    past = 0
+    for room, arrived in order.items():
+        places = position.get(room, {})
+        known = [m for m in arrived if m in places]
+        for later, earlier in itertools.pairwise(known):
+            if places[later] > places[earlier]:  # ``earlier`` (in room order) reached the device after ``later``
+                receipt = first[(room, earlier)]
+                if receipt["delivered_at_ms"] - receipt["accepted_at_ms"] > ack_timeout_ms:
+                    past += 1
+    return past

@@ -353,14 +353,26 @@ def _matrix_sections(
     out += [
         "`inturn_devtools.receipts.check` over each mode's whole receipt log against the produced room order. "
         "The run stops before the backlog drains, so *lost* counts only messages missing before a later message of "
-        "the same room that arrived; *not yet sent* is the backlog left when the window ended.",
+        "the same room that arrived; *not yet sent* is the backlog left when the window ended. *Reordered* counts "
+        "adjacent inversions at the device; in brackets, how many of them came after the earlier message spent "
+        "longer than the ack timeout between the platform's acceptance and the device (the simulator's receipt): "
+        "the inversions ack mode allows.",
         "",
     ]
+
+    def reordered(receipts: Mapping[str, Any]) -> str:
+        past = receipts.get("reordered_past_timeout")
+        return figure(receipts["reordered"]) + (
+            f" ({figure(past)})" if receipts["reordered"] and past is not None else ""
+        )
+
     out += table(
         ["rooms", "ack rate", "mode", "received", "lost", "reordered", "duplicated", "not yet sent"],
         [
             [figure(s["rooms"]), f"{s['ack_rate']:g}", mode]
-            + [figure(s[mode]["receipts"][k]) for k in ("received", "lost", "reordered", "duplicated", "not_yet_sent")]
+            + [figure(s[mode]["receipts"][k]) for k in ("received", "lost")]
+            + [reordered(s[mode]["receipts"])]
+            + [figure(s[mode]["receipts"][k]) for k in ("duplicated", "not_yet_sent")]
             for s in ok
             for mode in ("ack", "partition")
         ],
