@@ -30,6 +30,7 @@ from benchmarks.bench_matrix import (
     PARTITIONS,
     PAYLOAD_BYTES,
     Plan,
+    high_watermark_for,
     measure_mode,
     produce_backlog,
     raw_loop,
@@ -84,7 +85,7 @@ def capacity(kafka: LocalKafka, pg: LocalPostgres, name: str, rooms: int, window
     per_room = max(2, math.ceil(CAPACITY_BACKLOG / rooms))
     settings = fresh_topics(kafka.bootstrap, f"{name}-capacity", PARTITIONS)
     produced = produce_backlog([settings], rooms, per_room, prefix=f"{name}-capacity")
-    high = max(5000, 2 * rooms)
+    high = high_watermark_for(rooms)
     measured = measure_mode(pg, settings, plan, f"{name}-capacity", "ack", sim_env_for(1.0), produced, high)
     return {key: measured[key] for key in ("msgs_per_s", "window_s", "delivered_in_window", "backlog_left_at_end")}
 

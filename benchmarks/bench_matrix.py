@@ -153,7 +153,7 @@ def _scenario(
     t0 = time.monotonic()
     produced = produce_backlog(list(modes.values()), rooms, per_room, prefix=name)
     produce_s = time.monotonic() - t0
-    high = max(5000, 2 * rooms)  # the worker must be able to hold every room at once
+    high = high_watermark_for(rooms)
     measured = {
         mode: measure_mode(pg, settings, plan, f"{name}-{mode}", mode, sim_env, produced, high)
         for mode, settings in modes.items()
@@ -187,6 +187,15 @@ def backlog_per_room(plan: Plan, rooms: int, raw_msgs_per_s: float) -> int:
     busy_s = plan.warmup_s + rooms / WARMUP_ROOMS_PER_S + plan.window_s  # from the first send to the window's end
     needed = math.ceil(raw_msgs_per_s * busy_s * BACKLOG_MARGIN / rooms)
     return max(2, math.ceil(plan.backlog / rooms), needed)
+
+
+def high_watermark_for(rooms: int) -> int:
+    """The worker's high watermark (buffered messages that pause a partition) for ``rooms`` rooms: room for two
+    messages of every room of a partition, and never below the worker's default (5,000).
+
+    It is a count per partition: the matrix gave 2 x rooms before, 12 times what holding every room needs, so with a
+    backlog that lasts the window the worker buffered most of it (1,049 MiB at 25,000 rooms, 23:18 UTC run)."""
+    return max(5000, 2 * math.ceil(rooms / PARTITIONS))
 
 
 def worker_env_for(mode: str) -> dict[str, str]:

@@ -205,7 +205,8 @@ def _matrix_sections(
         f"{figure(setup.get('warmup_s_per_room', 0) * 1000, 2)} s per 1,000 rooms), the sends the "
         f"simulator accepted in a {figure(setup.get('window_s'))} s window are counted from its receipt log; then "
         "everything stops without waiting for the backlog to drain ('partition' mode would take hours).",
-        "- The worker holds every room at once: its high watermark is max(5000, 2 x rooms) buffered messages.",
+        "- The worker holds every room at once: its high watermark (buffered messages that pause a partition) is "
+        f"max(5000, 2 x rooms per partition), with {setup.get('partitions')} partitions.",
         f"- Raw HTTP loop: `benchmarks/bare_post.py`, {figure(setup.get('raw_requests'))} POSTs of the same 1 KB body "
         f"to the same simulator (which calls the same webhook back), concurrency = rooms capped at "
         f"{setup.get('raw_concurrency_cap')} (the worker's HTTP pool), no Kafka and no ordering on the send side; "

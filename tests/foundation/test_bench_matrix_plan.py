@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.bench_matrix import FULL, QUICK, backlog_per_room
+from benchmarks.bench_matrix import FULL, QUICK, backlog_per_room, high_watermark_for
 
 
 def test_the_backlog_outlasts_the_window_at_the_raw_loops_rate() -> None:
@@ -16,3 +16,10 @@ def test_the_backlog_outlasts_the_window_at_the_raw_loops_rate() -> None:
 def test_the_plans_backlog_and_two_a_room_stay_lower_bounds() -> None:
     assert backlog_per_room(QUICK, 100, 1.0) == 150  # 15,000 messages over 100 rooms
     assert backlog_per_room(QUICK, 1_000_000, 1.0) == 2
+
+
+def test_the_high_watermark_holds_two_messages_of_every_room_of_a_partition_and_never_less_than_the_default() -> None:
+    # The watermark is per partition (12 in the matrix): 25,000 rooms are 2,084 a partition at most on average.
+    assert high_watermark_for(25_000) == 5_000
+    assert high_watermark_for(120_000) == 20_000
+    assert high_watermark_for(100) == 5_000
