@@ -423,6 +423,19 @@ def matrix_reading(ok: Sequence[Mapping[str, Any]], setup: Mapping[str, Any]) ->
             f"Against the raw HTTP loop, ack mode reached {span(ack_raw)} of its rate, spending "
             f"{span(cpu_ratio, 1)} times the raw loop's CPU per message."
         )
+    faster = [s for s in ok if (s["ack_over_raw"] or 0) > 1 and (s["ack_cpu_over_raw_cpu"] or 0) < 1]
+    if faster:
+        each = ", ".join(
+            f"{figure(s['rooms'])} rooms at ack rate {s['ack_rate']:g} ({figure(s['ack_over_raw'], 2)}: "
+            f"{figure(s['raw']['cpu_us_per_request'])} µs per request against the worker's "
+            f"{figure(s['ack']['worker_cpu_us_per_message'])} per message)"
+            for s in faster
+        )
+        lines.append(
+            f"Ack mode outpaced the raw loop at {each}: the raw loop is a bare aiohttp client, which spends more CPU "
+            "per request than the worker per message, so where the box's CPU is short it is bound by its own CPU "
+            "before the platform's rate."
+        )
     lines += limits(ok, setup)
     turn_full = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok if s["ack_rate"] >= 1]
     turn_lossy = [s["ack"]["latency"]["turn_to_sent_ms"]["p99"] for s in ok if s["ack_rate"] < 1]

@@ -340,3 +340,18 @@ def test_the_setup_line_states_the_backlog_margin_when_the_run_sized_the_backlog
     results["results"]["matrix"]["setup"]["backlog_margin"] = 1.5
     page, _ = _written(tmp_path, results)
     assert "and at least 1.50 times what the raw loop's rate would send from the first send to the window's end" in page
+
+
+def test_the_reading_explains_a_scenario_where_ack_mode_outpaced_the_raw_loop_on_less_cpu(tmp_path: Path) -> None:
+    results = copy.deepcopy(RESULTS)
+    scenario = results["results"]["matrix"]["scenarios"][0]
+    page, _ = _written(tmp_path, results)
+    assert "outpaced the raw loop" not in page  # 0.26 of the raw rate, at 3.82 times its CPU per message
+    scenario.update(ack_over_raw=1.35, ack_cpu_over_raw_cpu=0.64)
+    scenario["raw"]["cpu_us_per_request"] = 210.1
+    scenario["ack"]["worker_cpu_us_per_message"] = 134.3
+    page, _ = _written(tmp_path / "faster", results)
+    assert (
+        "Ack mode outpaced the raw loop at 100 rooms at ack rate 1 (1.35: 210.1 µs per request against the worker's "
+        "134.3 per message)" in page
+    )
