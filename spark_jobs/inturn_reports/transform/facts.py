@@ -185,12 +185,36 @@ def _per_message(rows: DataFrame) -> DataFrame:
     )
 
 
-def _fact_columns() -> list[Column | str]:
-    """The facts of one aggregated message, each from the message's aggregates (one projection, no chain)."""
+def _message_columns() -> list[Column | str]:
+    """One aggregated message as the room-order sort carries it: its aggregates, those read together combined.
+
+    Every value of the facts is computed from these after the windows (``_fact_columns``): a row the sort
+    moves is the narrower for it (the mode stays a number, the yes/no outcomes stay the bits of ``_flags``).
+    """
     dispatched = F.coalesce(F.col("_dispatched"), F.lit(0))
-    # A synchronous platform calls nothing back: the send's answer is its first ack.
-    first_ack = F.coalesce("_first_ack", "_answered_ms")
-    dispatch_ms = F.coalesce("_dispatched_ms", "_terminal_sent_ms")
+    return [
+        *_KEY,
+        "platform",
+        "partition",
+        "offset",
+        "first_ts_ms",
+        "created_at_ms",
+        "_mode",
+        "_flags",
+        "_retries",
+        F.when(dispatched > 0, dispatched).otherwise(F.coalesce("_terminal_sends", F.lit(0))).alias("dispatches"),
+        F.coalesce("_dispatched_ms", "_terminal_sent_ms").alias("dispatch_ms"),
+        "_terminal_ms",
+        "_delivered_ts",
+        "_sent_ts",
+        # A synchronous platform calls nothing back: the send's answer is its first ack.
+        F.coalesce("_first_ack", "_answered_ms").alias("_first_ack"),
+    ]
+
+
+def _fact_columns() -> list[Column | str]:
+    """The facts of one message, each from its ``_message_columns`` (one projection, no chain)."""
+    first_ack, dispatch_ms = F.col("_first_ack"), F.col("dispatch_ms")
     event = {kind: _has(_EVENT_BIT[kind.value]) for kind in EventType}
     return [
         *_KEY,
@@ -201,8 +225,8 @@ def _fact_columns() -> list[Column | str]:
         "created_at_ms",
         F.get(_modes(), F.col("_mode") - 1).alias("mode"),
         F.to_date(F.timestamp_millis("first_ts_ms")).alias("date"),
-        F.when(dispatched > 0, dispatched).otherwise(F.coalesce("_terminal_sends", F.lit(0))).alias("dispatches"),
-        dispatch_ms.alias("dispatch_ms"),
+        "dispatches",
+        "dispatch_ms",
         F.col("_terminal_ms").alias("terminal_ms"),
         F.coalesce("_retries", F.lit(0)).alias("retries"),
         event[EventType.ACKED].alias("acked"),
@@ -214,12 +238,16 @@ def _fact_columns() -> list[Column | str]:
         F.col("_delivered_ts").alias("delivered_ts_ms"),
         F.col("_sent_ts").alias("platform_sent_ts_ms"),
         first_ack.alias("first_ack_received_ms"),
-        F.coalesce("_delivered_ts", "_sent_ts").alias("device_ts_ms"),
+        _device_ts().alias("device_ts_ms"),
         (F.col("_delivered_ts").isNotNull() | _has(_ACK_BIT[AckStatus.READ.value])).alias("delivered"),
         _has(_ACK_BIT[AckStatus.FAILED.value]).alias("failed"),
         (first_ack - dispatch_ms).alias("ack_latency_ms"),
         (first_ack - F.col("created_at_ms")).alias("e2e_latency_ms"),
     ]
+
+
+def _device_ts() -> Column:
+    return F.coalesce("_delivered_ts", "_sent_ts")
 
 
 def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataFrame:
@@ -235,12 +263,12 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
     rows = _event_rows(events).unionByName(_ack_rows(events, acks))
-    facts = (
+    messages = (
         # One shuffle, by room: the per-message aggregation and the room-order windows below both run on it.
         _per_message(rows.repartition("room_id"))
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
-        .select(*_fact_columns())
+        .select(*_message_columns())
     )
     # The room's hash leads the window's partition key only to make the sort cheap: its 8-byte sort prefix
     # then tells almost every two rooms apart, where a prefix of the room id ("room-12...") rarely does. The
@@ -248,10 +276,18 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     room = [F.xxhash64("room_id"), F.col("room_id")]
     before = Window.partitionBy(*room).orderBy("partition", "offset", "message_id")
     before = before.rowsBetween(Window.unboundedPreceding, -1)
-    prev_device = F.last("device_ts_ms", ignorenulls=True).over(before)
-    prev_terminal = F.last(F.when(F.col("dispatches") > 0, F.col("terminal_ms")), ignorenulls=True).over(before)
-    return facts.select(
+    device = _device_ts()
+    windowed = messages.select(
         "*",
-        F.when(F.col("device_ts_ms").isNotNull(), F.col("device_ts_ms") < prev_device).alias("inverted"),
-        F.when(F.col("dispatch_ms").isNotNull(), F.col("dispatch_ms") < prev_terminal).alias("dispatch_violation"),
+        F.last(device, ignorenulls=True).over(before).alias("_prev_device"),
+        F.last(F.when(F.col("dispatches") > 0, F.col("_terminal_ms")), ignorenulls=True)
+        .over(before)
+        .alias("_prev_end"),
+    )
+    # A select of its own after the windows: with them in one select, Spark would compute every fact column
+    # below the windows, and the sort would carry them.
+    return windowed.select(
+        *_fact_columns(),
+        F.when(device.isNotNull(), device < F.col("_prev_device")).alias("inverted"),
+        F.when(F.col("dispatch_ms").isNotNull(), F.col("dispatch_ms") < F.col("_prev_end")).alias("dispatch_violation"),
     )
