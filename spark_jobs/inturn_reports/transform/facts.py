@@ -35,12 +35,17 @@ _TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
 #: "was there one?" the facts ask takes one fixed-width buffer together instead of one each.
 _EVENT_BIT = {kind.value: 1 << i for i, kind in enumerate(EventType)}
 _ACK_BIT = {status.value: 1 << (16 + i) for i, status in enumerate(AckStatus)}
-#: Per event row, the values the message facts take from it (null where the row says nothing of them).
-_EVENT_VALUES = {"_mode": "int", "partition": "int", "offset": "long", "ts_ms": "long", "created_at_ms": "long",
-                 "_dispatched_ms": "long", "_terminal_sent_ms": "long", "_terminal_ms": "long",
-                 "_answered_ms": "long", "_dispatched": "int", "_terminal_sends": "int", "_retries": "int"}  # fmt: skip
-#: Per ack row, the values the facts take from it; every one combines with min, flags with bit_or.
-_ACK_VALUES = {"_delivered_ts": "long", "_sent_ts": "long", "_first_ack": "long"}
+#: Marks an ack's row in ``_flags`` (the statuses' bits alone do not: an ack of an unknown status has none).
+_ACK_ROW = 1 << 30
+_TERMINAL_BITS = sum(_EVENT_BIT[t] for t in _TERMINAL)
+#: The one narrow row shape of events and acks: the per-message aggregation tells an event's values from an
+#: ack's by ``_ACK_ROW``, so three time columns serve both (null where the row says nothing of them):
+#: ``_t1``: an event's ``ts_ms``, an ack's ``delivered`` platform time; ``_t2``: an event's send time (a
+#: ``dispatched`` event's ``sent_at_ms`` or ``ts_ms``, a terminal event's ``sent_at_ms``), an ack's ``sent``
+#: platform time; ``_t3``: a synchronous platform's answer (``acked`` with detail ``answered``), an ack's
+#: first positive status received by the webhook.
+_ROW_VALUES = {"_mode": "int", "partition": "int", "offset": "long", "created_at_ms": "long",
+               "_t1": "long", "_t2": "long", "_t3": "long"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def _null(columns: dict[str, str]) -> list[Column]:
 
 
 def _event_rows(events: DataFrame) -> DataFrame:
-    """Each event as the values the facts aggregate, already split by what kind of event it is."""
+    """Each event in the narrow row shape (``_ROW_VALUES``): its type as a bit, its times in the shared columns."""
     terminal = F.col("type").isin(*_TERMINAL)
     sent_at = F.col("sent_at_ms")
     return events.select(
@@ -89,17 +94,11 @@ def _event_rows(events: DataFrame) -> DataFrame:
         F.array_position(_modes(), F.col("mode")).cast("int").alias("_mode"),
         "partition",
         "offset",
-        "ts_ms",
         "created_at_ms",
-        F.when(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).alias("_dispatched_ms"),
-        F.when(terminal, sent_at).alias("_terminal_sent_ms"),
-        F.when(terminal, F.col("ts_ms")).alias("_terminal_ms"),
+        F.col("ts_ms").alias("_t1"),
+        F.when(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).when(terminal, sent_at).alias("_t2"),
         # When a synchronous platform's answer acknowledged the message.
-        F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms")).alias("_answered_ms"),
-        _is(EventType.DISPATCHED).cast("int").alias("_dispatched"),
-        (terminal & sent_at.isNotNull()).cast("int").alias("_terminal_sends"),
-        _is(EventType.RETRIED).cast("int").alias("_retries"),
-        *_null(_ACK_VALUES),
+        F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms")).alias("_t3"),
     )
 
 
@@ -110,15 +109,13 @@ def _ack_values(acks: DataFrame, *keep: str) -> list[Column]:
     return [
         *[F.col(k) for k in keep],
         _bit(status, _ACK_BIT).alias("_flags"),
-        F.when(status == AckStatus.DELIVERED.value, ts).alias("_delivered_ts"),
-        F.when(status == AckStatus.SENT.value, ts).alias("_sent_ts"),
-        F.when(positive, F.col("received_at_ms")).alias("_first_ack"),
+        F.when(status == AckStatus.DELIVERED.value, ts).alias("_t1"),
+        F.when(status == AckStatus.SENT.value, ts).alias("_t2"),
+        F.when(positive, F.col("received_at_ms")).alias("_t3"),
     ]
 
 
-def _ack_aggregates() -> list[Column]:
-    """How a message's (or a platform message id's) ack values combine; applying them twice changes nothing."""
-    return [F.bit_or("_flags").alias("_flags"), *[F.min(c).alias(c) for c in _ACK_VALUES]]
+_ACK_TIMES = ("_t1", "_t2", "_t3")
 
 
 def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
@@ -126,7 +123,8 @@ def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
 
     An ack naming its message keeps its own row (the per-message aggregation combines it). The others
     are combined per platform message id first, then joined to the events carrying that id, which
-    give the message and its platform.
+    give the message and its platform. Every value combines with min, the status bits with bit_or, so
+    combining twice changes nothing.
     """
     named = acks.where(F.col("message_id").isNotNull()).select(*_ack_values(acks, *_KEY, "platform"))
     owners = events.where(
@@ -136,42 +134,87 @@ def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
         acks.where(F.col("message_id").isNull())
         .select(*_ack_values(acks, "platform_message_id"))
         .groupBy("platform_message_id")
-        .agg(*_ack_aggregates())
+        .agg(F.bit_or("_flags").alias("_flags"), *[F.min(c).alias(c) for c in _ACK_TIMES])
     )
     # A hash table of the ids' combined acks per partition: the events naming an id stream past it
     # unsorted (a sort-merge join would sort both sides on the id strings).
     unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id")
-    unnamed = unnamed.select(*_KEY, "platform", "_flags", *_ACK_VALUES)
-    return named.unionByName(unnamed).select(*_KEY, "platform", "_flags", *_null(_EVENT_VALUES), *_ACK_VALUES)
+    unnamed = unnamed.select(*_KEY, "platform", "_flags", *_ACK_TIMES)
+    no_event_values = _null({k: v for k, v in _ROW_VALUES.items() if k not in _ACK_TIMES})
+    return named.unionByName(unnamed).select(
+        *_KEY, "platform", F.col("_flags").bitwiseOR(F.lit(_ACK_ROW)).alias("_flags"), *no_event_values, *_ACK_TIMES
+    )
 
 
 def _per_message(rows: DataFrame) -> DataFrame:
     """One aggregation over a message's events and matched acks together (no join between the two).
 
-    Every aggregate ignores nulls, so each reads only the rows of its own kind. The platform is part
-    of the key (every event of a message names the message's platform; an ack counts for the message
-    of its own platform). Every aggregate keeps a fixed-width buffer, so Spark aggregates in a hash table.
+    Every aggregate ignores nulls, and reads only the rows of its kind: events or acks (``_ACK_ROW``),
+    and for the send and terminal times the event types they come from. The platform is part of the key
+    (every event of a message names the message's platform; an ack counts for the message of its own
+    platform). Every aggregate keeps a fixed-width buffer, so Spark aggregates in a hash table.
     """
+    flags = F.col("_flags")
+    is_ack = flags.bitwiseAND(F.lit(_ACK_ROW)) != 0
+    dispatched = flags.bitwiseAND(F.lit(_EVENT_BIT[EventType.DISPATCHED.value])) != 0
+    terminal = flags.bitwiseAND(F.lit(_TERMINAL_BITS)) != 0
+    retried = flags.bitwiseAND(F.lit(_EVENT_BIT[EventType.RETRIED.value])) != 0
+    t1, t2, t3 = F.col("_t1"), F.col("_t2"), F.col("_t3")
+
+    def count(cond: Column) -> Column:  # a sum over the message's events (null without any, as before)
+        return F.sum(F.when(~is_ack, cond.cast("int")))
+
     return rows.groupBy(*_KEY, "platform").agg(
         F.bit_or("_flags").alias("_flags"),
         # A message has one mode and offset; min() only makes the choice deterministic.
         F.min("_mode").alias("_mode"),
         F.min("partition").alias("partition"),
         F.min("offset").alias("offset"),
-        F.min("ts_ms").alias("first_ts_ms"),
+        F.min(F.when(~is_ack, t1)).alias("first_ts_ms"),
         F.min("created_at_ms").alias("created_at_ms"),
-        *[F.min(c).alias(c) for c in ("_dispatched_ms", "_terminal_sent_ms", "_terminal_ms", "_answered_ms")],
-        *[F.sum(c).alias(c) for c in ("_dispatched", "_terminal_sends", "_retries")],
-        *[F.min(c).alias(c) for c in _ACK_VALUES],
+        F.min(F.when(dispatched, t2)).alias("_dispatched_ms"),
+        F.min(F.when(terminal, t2)).alias("_terminal_sent_ms"),
+        F.min(F.when(terminal, t1)).alias("_terminal_ms"),
+        F.min(F.when(~is_ack, t3)).alias("_answered_ms"),
+        count(dispatched).alias("_dispatched"),
+        count(terminal & t2.isNotNull()).alias("_terminal_sends"),
+        count(retried).alias("_retries"),
+        F.min(F.when(is_ack, t1)).alias("_delivered_ts"),
+        F.min(F.when(is_ack, t2)).alias("_sent_ts"),
+        F.min(F.when(is_ack, t3)).alias("_first_ack"),
     )
 
 
-def _fact_columns() -> list[Column | str]:
-    """The facts of one aggregated message, each from the message's aggregates (one projection, no chain)."""
+def _message_columns() -> list[Column | str]:
+    """One aggregated message as the room-order sort carries it: its aggregates, those read together combined.
+
+    Every value of the facts is computed from these after the windows (``_fact_columns``): a row the sort
+    moves is the narrower for it (the mode stays a number, the yes/no outcomes stay the bits of ``_flags``).
+    """
     dispatched = F.coalesce(F.col("_dispatched"), F.lit(0))
-    # A synchronous platform calls nothing back: the send's answer is its first ack.
-    first_ack = F.coalesce("_first_ack", "_answered_ms")
-    dispatch_ms = F.coalesce("_dispatched_ms", "_terminal_sent_ms")
+    return [
+        *_KEY,
+        "platform",
+        "partition",
+        "offset",
+        "first_ts_ms",
+        "created_at_ms",
+        "_mode",
+        "_flags",
+        "_retries",
+        F.when(dispatched > 0, dispatched).otherwise(F.coalesce("_terminal_sends", F.lit(0))).alias("dispatches"),
+        F.coalesce("_dispatched_ms", "_terminal_sent_ms").alias("dispatch_ms"),
+        "_terminal_ms",
+        "_delivered_ts",
+        "_sent_ts",
+        # A synchronous platform calls nothing back: the send's answer is its first ack.
+        F.coalesce("_first_ack", "_answered_ms").alias("_first_ack"),
+    ]
+
+
+def _fact_columns() -> list[Column | str]:
+    """The facts of one message, each from its ``_message_columns`` (one projection, no chain)."""
+    first_ack, dispatch_ms = F.col("_first_ack"), F.col("dispatch_ms")
     event = {kind: _has(_EVENT_BIT[kind.value]) for kind in EventType}
     return [
         *_KEY,
@@ -182,8 +225,8 @@ def _fact_columns() -> list[Column | str]:
         "created_at_ms",
         F.get(_modes(), F.col("_mode") - 1).alias("mode"),
         F.to_date(F.timestamp_millis("first_ts_ms")).alias("date"),
-        F.when(dispatched > 0, dispatched).otherwise(F.coalesce("_terminal_sends", F.lit(0))).alias("dispatches"),
-        dispatch_ms.alias("dispatch_ms"),
+        "dispatches",
+        "dispatch_ms",
         F.col("_terminal_ms").alias("terminal_ms"),
         F.coalesce("_retries", F.lit(0)).alias("retries"),
         event[EventType.ACKED].alias("acked"),
@@ -195,12 +238,16 @@ def _fact_columns() -> list[Column | str]:
         F.col("_delivered_ts").alias("delivered_ts_ms"),
         F.col("_sent_ts").alias("platform_sent_ts_ms"),
         first_ack.alias("first_ack_received_ms"),
-        F.coalesce("_delivered_ts", "_sent_ts").alias("device_ts_ms"),
+        _device_ts().alias("device_ts_ms"),
         (F.col("_delivered_ts").isNotNull() | _has(_ACK_BIT[AckStatus.READ.value])).alias("delivered"),
         _has(_ACK_BIT[AckStatus.FAILED.value]).alias("failed"),
         (first_ack - dispatch_ms).alias("ack_latency_ms"),
         (first_ack - F.col("created_at_ms")).alias("e2e_latency_ms"),
     ]
+
+
+def _device_ts() -> Column:
+    return F.coalesce("_delivered_ts", "_sent_ts")
 
 
 def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataFrame:
@@ -216,12 +263,12 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
     rows = _event_rows(events).unionByName(_ack_rows(events, acks))
-    facts = (
+    messages = (
         # One shuffle, by room: the per-message aggregation and the room-order windows below both run on it.
         _per_message(rows.repartition("room_id"))
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
-        .select(*_fact_columns())
+        .select(*_message_columns())
     )
     # The room's hash leads the window's partition key only to make the sort cheap: its 8-byte sort prefix
     # then tells almost every two rooms apart, where a prefix of the room id ("room-12...") rarely does. The
@@ -229,10 +276,18 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     room = [F.xxhash64("room_id"), F.col("room_id")]
     before = Window.partitionBy(*room).orderBy("partition", "offset", "message_id")
     before = before.rowsBetween(Window.unboundedPreceding, -1)
-    prev_device = F.last("device_ts_ms", ignorenulls=True).over(before)
-    prev_terminal = F.last(F.when(F.col("dispatches") > 0, F.col("terminal_ms")), ignorenulls=True).over(before)
-    return facts.select(
+    device = _device_ts()
+    windowed = messages.select(
         "*",
-        F.when(F.col("device_ts_ms").isNotNull(), F.col("device_ts_ms") < prev_device).alias("inverted"),
-        F.when(F.col("dispatch_ms").isNotNull(), F.col("dispatch_ms") < prev_terminal).alias("dispatch_violation"),
+        F.last(device, ignorenulls=True).over(before).alias("_prev_device"),
+        F.last(F.when(F.col("dispatches") > 0, F.col("_terminal_ms")), ignorenulls=True)
+        .over(before)
+        .alias("_prev_end"),
+    )
+    # A select of its own after the windows: with them in one select, Spark would compute every fact column
+    # below the windows, and the sort would carry them.
+    return windowed.select(
+        *_fact_columns(),
+        F.when(device.isNotNull(), device < F.col("_prev_device")).alias("inverted"),
+        F.when(F.col("dispatch_ms").isNotNull(), F.col("dispatch_ms") < F.col("_prev_end")).alias("dispatch_violation"),
     )

@@ -75,12 +75,15 @@ def _sums(cells: DataFrame, keys: list[str], names: list[str]) -> DataFrame:
     return cells.groupBy(*keys).agg(*[F.sum(n).cast("long").alias(n) for n in names])
 
 
-def _percentiles(latencies: DataFrame, keys: list[str], measure: str, levels: list[float]) -> DataFrame:
-    """Per ``keys``: the exact percentiles at ``levels`` of ``measure`` (linear interpolation), as an array."""
-    return (
-        latencies.where(F.col("measure") == measure)
-        .groupBy(*keys)
-        .agg(F.percentile("ms", levels, F.col("messages")).alias(f"_{measure}_p"))
+def _percentiles(latencies: DataFrame, keys: list[str], measures: tuple[str, ...], levels: list[float]) -> DataFrame:
+    """Per ``keys``: the exact percentiles at ``levels`` (linear interpolation) of each of ``measures``, as arrays.
+
+    One aggregation for every measure: each ``percentile`` reads only its measure's rows (it skips null values),
+    so a group without any gets null, as it would without a row.
+    """
+    measure = F.col("measure")
+    return latencies.groupBy(*keys).agg(
+        *[F.percentile(F.when(measure == m, F.col("ms")), levels, F.col("messages")).alias(f"_{m}_p") for m in measures]
     )
 
 
@@ -92,25 +95,28 @@ def summary(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     c = _counted(facts, params)
     names = ["messages", *OUTCOMES[:5], "retries", *OUTCOMES[5:11], *OUTCOMES[11:]]
     table = _sums(c.cells, _GROUP, names)
-    for measure in ("ack", "e2e"):
-        table = table.join(_percentiles(c.latencies, _GROUP, measure, list(_LEVELS)), _GROUP, "left")
+    table = table.join(_percentiles(c.latencies, _GROUP, _MEASURES, list(_LEVELS)), _GROUP, "left")
     levels = [
         F.col(f"_{measure}_p")[i].alias(f"{measure}_{label}_ms")
         for measure in ("ack", "e2e")
         for i, label in enumerate(_LEVELS.values())
     ]
     at = names.index(OUTCOMES[11])  # the percentiles go before the pairs, as the page shows them
-    table = table.select(*_GROUP, *names[:at], *levels, *names[at:])
-    for name, part in [
-        ("delivered_rate", "delivered"),
-        ("ack_rate", "acked"),
-        ("timeout_rate", "ack_timeouts"),
-        ("late_ack_rate", "late_acks"),
-        ("dead_letter_rate", "dead_letters"),
-        ("duplicate_rate", "duplicates"),
-    ]:
-        table = table.withColumn(name, _rate(part, "messages"))
-    return table.withColumn("out_of_order_rate", _rate("inverted", "pairs"))
+    rates = [
+        _rate(part, "messages").alias(name)
+        for name, part in [
+            ("delivered_rate", "delivered"),
+            ("ack_rate", "acked"),
+            ("timeout_rate", "ack_timeouts"),
+            ("late_ack_rate", "late_acks"),
+            ("dead_letter_rate", "dead_letters"),
+            ("duplicate_rate", "duplicates"),
+        ]
+    ]
+    # One projection (a withColumn per rate would analyse the growing plan once each).
+    return table.select(
+        *_GROUP, *names[:at], *levels, *names[at:], *rates, _rate("inverted", "pairs").alias("out_of_order_rate")
+    )
 
 
 def platforms(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
@@ -121,7 +127,7 @@ def platforms(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     """
     c = _counted(facts, params)
     keys = ["date", "platform"]
-    p99 = _percentiles(c.latencies, keys, "e2e", [0.99]).select(*keys, F.col("_e2e_p")[0].alias("e2e_p99_ms"))
+    p99 = _percentiles(c.latencies, keys, ("e2e",), [0.99]).select(*keys, F.col("_e2e_p")[0].alias("e2e_p99_ms"))
     return (
         _sums(c.cells, keys, ["messages", "delivered", "ack_timeouts", "pairs", "inverted"])
         .join(p99, keys, "left")
