@@ -1,8 +1,8 @@
 """The message facts as the tables read them: a narrow row per message, its yes/no outcomes as bits of one int.
 
-The job keeps this form in memory for every table to read, so it is as small as the tables allow:
-the keys, the first event's time (timeline), retries, the two latencies, and ``outcome``, whose bits
-say which of ``OUTCOMES`` the message had (a table counts them with ``count_of``).
+The job caches this form (on local disk, docs/reports.md) for every table to read, so it is as small as the
+tables allow: the keys, the first event's time (timeline), retries, the two latencies, and ``outcome``, whose
+bits say which of ``OUTCOMES`` the message had (a table counts them with ``count_of``).
 """
 
 from __future__ import annotations
