@@ -185,6 +185,10 @@ def _per_message(rows: DataFrame) -> DataFrame:
     )
 
 
+#: The columns a message's facts take as the aggregation gave them.
+_CARRIED = (*_KEY, "platform", "partition", "offset", "first_ts_ms", "created_at_ms")
+
+
 def _message_columns() -> list[Column | str]:
     """One aggregated message as the room-order sort carries it: its aggregates, those read together combined.
 
@@ -193,12 +197,7 @@ def _message_columns() -> list[Column | str]:
     """
     dispatched = F.coalesce(F.col("_dispatched"), F.lit(0))
     return [
-        *_KEY,
-        "platform",
-        "partition",
-        "offset",
-        "first_ts_ms",
-        "created_at_ms",
+        *_CARRIED,
         "_mode",
         "_flags",
         "_retries",
@@ -217,12 +216,7 @@ def _fact_columns() -> list[Column | str]:
     first_ack, dispatch_ms = F.col("_first_ack"), F.col("dispatch_ms")
     event = {kind: _has(_EVENT_BIT[kind.value]) for kind in EventType}
     return [
-        *_KEY,
-        "platform",
-        "partition",
-        "offset",
-        "first_ts_ms",
-        "created_at_ms",
+        *_CARRIED,
         F.get(_modes(), F.col("_mode") - 1).alias("mode"),
         F.to_date(F.timestamp_millis("first_ts_ms")).alias("date"),
         "dispatches",
