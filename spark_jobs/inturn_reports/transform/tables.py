@@ -98,7 +98,7 @@ def summary(facts: DataFrame | Counted, params: ReportParams) -> DataFrame:
     table = table.join(_percentiles(c.latencies, _GROUP, _MEASURES, list(_LEVELS)), _GROUP, "left")
     levels = [
         F.col(f"_{measure}_p")[i].alias(f"{measure}_{label}_ms")
-        for measure in ("ack", "e2e")
+        for measure in _MEASURES
         for i, label in enumerate(_LEVELS.values())
     ]
     at = names.index(OUTCOMES[11])  # the percentiles go before the pairs, as the page shows them
