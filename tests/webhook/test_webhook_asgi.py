@@ -27,7 +27,7 @@ from inturn_webhook import create_app
 from inturn_webhook.app import GC_YOUNG_THRESHOLD, WebhookApp, settle_heap
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.callbacks import _ok_answer  # the cache of 200 answers the callback path uses
-from inturn_webhook.intake import Outcome
+from inturn_webhook.confirmations import Outcome
 from inturn_webhook.signature import Secret, SignatureError, sign, verify
 
 from .support import APP_SECRET, GENERIC_SECRET, MAX_BODY, Webhook, read_topic, webhook_settings_for

@@ -26,8 +26,8 @@ from starlette.types import Receive, Scope, Send
 from inturn.errors import SchemaError
 from inturn.metrics import webhook as metrics
 from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
-from inturn_webhook.confirmations import KafkaNotConfirmedError
-from inturn_webhook.intake import AckIntake, Outcome
+from inturn_webhook.confirmations import KafkaNotConfirmedError, Outcome
+from inturn_webhook.intake import AckIntake
 from inturn_webhook.platforms import form_params, public_url, verify_twilio
 from inturn_webhook.signature import Secret, SignatureError, verify
 from inturn_webhook.statuses import Callback
@@ -161,20 +161,27 @@ class CallbackEndpoint:
         intake = self._started.intake
         if intake is None:  # not started (or stopping): nothing can be confirmed
             return Answer.json(503, {"detail": "not started"}, retry=True)
+        dead_lettered: str | None = None  # why the whole body was dead-lettered, if it was
         try:
             try:
                 callback = self._parse(body, called or platform)
             except SchemaError as unreadable:
-                await intake.dead_letter(platform, unreadable.reason, body)
-                self._dead_lettered.inc()
-                return Answer.json(200, {**_EMPTY, "dead_lettered": 1, "reason": unreadable.reason})
-            outcome = await intake.deliver(platform, callback)
+                pending = intake.dead_letter(platform, unreadable.reason, body)
+                dead_lettered = unreadable.reason
+            else:
+                pending = intake.submit(platform, callback)
+            if pending.expected:  # nothing to wait for when every status was a replay or an ignored change
+                # Awaited here, not in a coroutine of the intake's: the callback's one suspension is this one.
+                intake.confirmed(platform, pending, await pending.done)
         except KafkaNotConfirmedError as unconfirmed:
             self._kafka_timeout.inc()
             log.warning("kafka_not_confirmed", endpoint=self.name, platform=platform, reason=str(unconfirmed))
             return Answer.json(503, {"detail": str(unconfirmed)}, retry=True)
+        if dead_lettered is not None:
+            self._dead_lettered.inc()
+            return Answer.json(200, {**_EMPTY, "dead_lettered": 1, "reason": dead_lettered})
         self._ok.inc()
-        return _ok_answer(outcome)
+        return _ok_answer(pending.outcome)
 
     def _verify(self, scope: Scope, signature: str, body: bytes) -> str | None:
         """Check the signature over the body (``SignatureError`` if wrong); what the parser gets instead of the

@@ -12,7 +12,9 @@ the waiting is shared.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message
 
@@ -23,23 +25,46 @@ class KafkaNotConfirmedError(InturnError):
     """Kafka did not confirm a request's records in time, or refused them: answer 503."""
 
 
+@dataclass(slots=True)
+class Outcome:
+    """What a request's statuses became; the 200 answer's body (orjson writes the fields in this order)."""
+
+    published: int = 0
+    replayed: int = 0
+    unknown_room: int = 0
+    dead_lettered: int = 0
+    ignored: int = 0
+
+
 class Confirmation:
     """The records of one request on their way to Kafka: settled when every one is confirmed, one is refused, or
-    the deadline passes."""
+    the deadline passes. It carries what the request's statuses became (``outcome``, ``published``) until then.
 
-    __slots__ = ("_count", "_done", "_left", "_timeout", "deadline")
+    ``done`` is the future a request awaits: its result is None once every record is confirmed, else the
+    ``KafkaNotConfirmedError`` saying why not (a result, not an exception: a late delivery report after the
+    deadline must find the future done, not raise in the producer's callback)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        self._done: asyncio.Future[BaseException | None] = loop.create_future()
+    __slots__ = ("_count", "_left", "_timeout", "deadline", "done", "outcome", "published", "started")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float, outcome: Outcome | None = None) -> None:
+        self.done: asyncio.Future[BaseException | None] = loop.create_future()
         self._count = 0
         self._left = 0
         self._timeout = timeout
         self.deadline = loop.time() + timeout
+        self.started = time.monotonic()
+        self.outcome = outcome if outcome is not None else Outcome()
+        self.published: list[str] = []  # the status value of each ack produced, counted once confirmed
+
+    @property
+    def expected(self) -> bool:
+        """Whether any record was expected (``done`` then settles, whatever happens to them)."""
+        return self._count > 0
 
     @property
     def waiting(self) -> bool:
         """Whether records are tracked and nothing is decided yet."""
-        return self._left > 0 and not self._done.done()
+        return self._left > 0 and not self.done.done()
 
     def expect(self) -> None:
         """One more record to wait for; its delivery report calls ``delivered`` (or its waiter ``settled``)."""
@@ -53,27 +78,27 @@ class Confirmation:
     def settled(self, error: BaseException | None) -> None:
         """One record is done: counted down when confirmed (``error`` None), else the wait ends with Kafka's
         refusal. Nothing changes once the request is decided (a late report after its deadline)."""
-        if self._done.done():
+        if self.done.done():
             return
         if error is not None:
             failure = KafkaNotConfirmedError(f"Kafka refused a record: {error}")
             failure.__cause__ = error
-            self._done.set_result(failure)
+            self.done.set_result(failure)
             return
         self._left -= 1
         if self._left == 0:
-            self._done.set_result(None)
+            self.done.set_result(None)
 
     def expire(self) -> None:
         """The deadline passed: end the wait (the records stay on their way and may still be confirmed)."""
-        if not self._done.done():
-            self._done.set_result(
+        if not self.done.done():
+            self.done.set_result(
                 KafkaNotConfirmedError(f"{self._left} of {self._count} records not confirmed in {self._timeout}s")
             )
 
     async def wait(self) -> None:
         """Return once every record is confirmed; ``KafkaNotConfirmedError`` otherwise."""
-        error = await self._done
+        error = await self.done
         if error is not None:
             raise error
 

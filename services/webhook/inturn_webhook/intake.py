@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import structlog
@@ -26,7 +24,7 @@ from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.metrics import webhook as metrics
 from inturn.metrics.lockfree import CounterChild
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError
+from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError, Outcome
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
@@ -71,36 +69,31 @@ class Record:
     that carried the same status meanwhile. Its delivery report (``delivered``, an ``inturn.kafka.Delivered``)
     settles its replay key, then counts each of those requests down."""
 
-    __slots__ = ("_key", "_replays", "_waiting")
+    __slots__ = ("_first", "_key", "_more", "_replays")
 
     def __init__(self, replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation) -> None:
         self._replays = replays
         self._key = key
-        self._waiting = [confirmation]
+        self._first = confirmation
+        self._more: list[Confirmation] | None = None  # the requests that joined it (a replay in flight: rare)
         confirmation.expect()
 
     def join(self, confirmation: Confirmation) -> None:
         """``confirmation``'s request waits for this record too."""
         confirmation.expect()
-        self._waiting.append(confirmation)
+        if self._more is None:
+            self._more = [confirmation]
+        else:
+            self._more.append(confirmation)
 
     def delivered(self, err: KafkaError | None, _msg: Message) -> None:
         """Kafka confirmed the record (``err`` None) or refused it."""
         self._replays.settle(self._key, self, err is None)
         error = None if err is None else KafkaClientError(err)
-        for confirmation in self._waiting:
-            confirmation.settled(error)
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a request's statuses became; the 200 answer's body (orjson writes the fields in this order)."""
-
-    published: int = 0
-    replayed: int = 0
-    unknown_room: int = 0
-    dead_lettered: int = 0
-    ignored: int = 0
+        self._first.settled(error)
+        if self._more is not None:
+            for confirmation in self._more:
+                confirmation.settled(error)
 
 
 class AckIntake:
@@ -153,22 +146,24 @@ class AckIntake:
         log.warning("dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw))
         self._produce(self._dlq_topic, schemas.encode(record), delivered, None)
 
-    async def dead_letter(self, platform: str, reason: str, raw: bytes) -> None:
-        """Put a whole request body from ``platform`` on the dead-letter topic and wait for Kafka to confirm it."""
+    def dead_letter(self, platform: str, reason: str, raw: bytes) -> Confirmation:
+        """Put a whole request body from ``platform`` on the dead-letter topic; what to wait for (``confirmed``)."""
         confirmation = Confirmation(self._loop, self._timeout)
         confirmation.expect()
         self._dead_letter(platform, "unreadable_body", reason, raw, confirmation.delivered)
-        await self._confirmed(confirmation)
+        self._deadlines.watch(confirmation)
+        return confirmation
 
-    async def deliver(self, platform: str, callback: Callback) -> Outcome:
-        """Produce every status of ``callback`` (acks, unknown rooms, rejects) and wait for Kafka."""
+    def submit(self, platform: str, callback: Callback) -> Confirmation:
+        """Produce every status of ``callback`` (acks, unknown rooms, rejects); what to wait for (``confirmed``), its
+        ``outcome`` what the statuses became. It does not wait: the caller awaits the confirmation itself, so a
+        callback's path holds no coroutine between the endpoint and Kafka's confirmation."""
         outcome = Outcome(ignored=len(callback.ignored))
         for kind in callback.ignored:
             metrics.IGNORED_CHANGES.labels(platform, kind).inc()
         received_at_ms = schemas.now_ms()
         # Each record's delivery report settles its replay key and counts this request down (``Record``).
-        confirmation = Confirmation(self._loop, self._timeout)
-        published: list[str] = []
+        confirmation = Confirmation(self._loop, self._timeout, outcome)
         replays = self.replays
         confirmed, in_flight = replays.confirmed, replays.in_flight
         produce = self._producer.produce_then
@@ -188,7 +183,7 @@ class AckIntake:
                 if status.room_id is None:
                     outcome.unknown_room += 1
                     self._counted(platform, status.status, "unknown_room").inc()
-                    source = ack_source(status.source)
+                    source = ack_source(status, platform, received_at_ms)
                     self._dead_letter(platform, "unknown_room", "unknown room", source, record.delivered)
                 else:
                     # The hot path calls the producer itself (one frame less than ``_produce``, same errors).
@@ -200,7 +195,8 @@ class AckIntake:
                         ack_headers(status),
                         self.ack_partition(status),
                     )
-                    published.append(status.status)
+                    outcome.published += 1
+                    confirmation.published.append(status.status)
                 in_flight[key] = record
         except BufferError as full:  # the local queue stayed full: Kafka is not keeping up or is away
             raise KafkaNotConfirmedError("producer queue full") from full
@@ -212,11 +208,21 @@ class AckIntake:
             reason = f"invalid status: {rejected.reason}"
             confirmation.expect()
             self._dead_letter(platform, "invalid_status", reason, rejected.raw, confirmation.delivered)
-        await self._confirmed(confirmation)
-        outcome.published = len(published)
-        for value in published:
+        if confirmation.waiting:
+            # One timer for every request's deadline; a timeout does not cancel the records, which may still be
+            # confirmed later (and are then remembered as replays).
+            self._deadlines.watch(confirmation)
+        return confirmation
+
+    def confirmed(self, platform: str, confirmation: Confirmation, error: BaseException | None) -> None:
+        """``confirmation``'s wait ended (``error`` None: Kafka confirmed every record; else why not): count it.
+        ``KafkaNotConfirmedError`` when it did not end well."""
+        if error is not None:
+            raise error
+        now = self.last_confirmed = time.monotonic()
+        self._confirm_seconds.observe(now - confirmation.started)
+        for value in confirmation.published:
             self._counted(platform, value, "published").inc()
-        return outcome
 
     def ack_partition(self, status: Status) -> int | None:
         """The acks partition of ``status``: the messages partition the worker sent it from, which the platform
@@ -227,18 +233,6 @@ class AckIntake:
         if partition is None or (self.acks_partitions is not None and partition >= self.acks_partitions):
             return None
         return partition
-
-    async def _confirmed(self, confirmation: Confirmation) -> None:
-        if not confirmation.waiting:  # nothing produced (all replays, ignored changes): nothing to wait for
-            return
-        started = time.monotonic()
-        # One timer for every request's deadline; a timeout does not cancel the records, which may still be
-        # confirmed later (and are then remembered as replays).
-        self._deadlines.watch(confirmation)
-        await confirmation.wait()
-        now = time.monotonic()
-        self.last_confirmed = now
-        self._confirm_seconds.observe(now - started)
 
     def close(self) -> None:
         """Answer every request still waiting (503) and stop the deadline timer."""
@@ -257,6 +251,8 @@ def ack_headers(status: Status) -> Headers:
     return headers
 
 
-def ack_source(source: dict[str, Any]) -> bytes:
-    """The status as received, as bytes for the dead-letter topic."""
-    return orjson.dumps(source)
+def ack_source(status: Status, platform: str, received_at_ms: int) -> bytes:
+    """The status as received, as bytes for the dead-letter topic; as read, when the reader kept nothing."""
+    if status.source is None:
+        return ack_bytes(status, platform, received_at_ms)
+    return orjson.dumps(status.source)
