@@ -83,3 +83,21 @@ async def test_closing_the_deadlines_refuses_every_request_still_waiting() -> No
 async def test_a_request_with_nothing_to_confirm_is_not_waiting() -> None:
     confirmation = Confirmation(asyncio.get_running_loop(), 30)
     assert not confirmation.waiting
+
+
+async def test_requests_confirmed_in_time_do_not_stay_queued_until_the_timer() -> None:
+    """A confirmed request leaves the queue at the next request's ``watch``, not a whole timeout later: the
+    queue holds about the requests still waiting, not every request of the last timeout."""
+    deadlines = Deadlines(asyncio.get_running_loop())
+    waiting = [_watched(deadlines, 1, timeout=30) for _ in range(1000)]
+    for confirmation in waiting[:-1]:
+        confirmation.delivered(None, Message())
+    _watched(deadlines, 1, timeout=30)
+    assert len(deadlines) == 2  # the one still waiting and the new one
+    stuck = _watched(deadlines, 1, timeout=30)  # one waiting at the front keeps the confirmed behind it, as it must
+    waiting[-1].delivered(None, Message())
+    assert len(deadlines) == 3
+    _watched(deadlines, 1, timeout=30)
+    assert len(deadlines) == 3  # the confirmed front left; the two waiting behind it and the new one stay
+    assert stuck.waiting
+    deadlines.close()

@@ -106,8 +106,9 @@ class Confirmation:
 class Deadlines:
     """The requests waiting for Kafka, oldest first, and one timer that expires them at their deadline.
 
-    Every ``Confirmation`` has the same timeout, so appending keeps the queue in deadline order; requests
-    confirmed in time are dropped when they reach the front.
+    Every ``Confirmation`` has the same timeout, so appending keeps the queue in deadline order. Requests
+    confirmed in time leave the queue when they reach its front: at the next ``watch`` (Kafka confirms about in
+    the order requests came, so the queue holds about the requests in flight), or at the timer.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -115,9 +116,19 @@ class Deadlines:
         self._queue: deque[Confirmation] = deque()
         self._timer: asyncio.TimerHandle | None = None
 
+    def __len__(self) -> int:
+        """Requests in the queue (waiting, or settled behind one that waits)."""
+        return len(self._queue)
+
     def watch(self, confirmation: Confirmation) -> None:
         """Expire ``confirmation`` at its deadline unless it is settled before."""
-        self._queue.append(confirmation)
+        queue = self._queue
+        # Without this, every request stayed queued (its future, outcome and lists alive) until the timer reached
+        # it, a whole timeout later: at 10,000 callbacks/s and the default 5 s, 50,000 requests, which the
+        # garbage collector walked again and again (measured in process: 2-3 µs of its time per callback).
+        while queue and not queue[0].waiting:
+            queue.popleft()
+        queue.append(confirmation)
         if self._timer is None:
             self._timer = self._loop.call_at(confirmation.deadline, self._expire)
 
