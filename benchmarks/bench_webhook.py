@@ -247,6 +247,10 @@ def _server_command(server: str, port: int) -> list[str] | None:
     if server == "uvicorn_h11":
         return [sys.executable, "-m", "uvicorn", app, "--factory", "--loop", "uvloop", "--http", "h11",
                 "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning"]  # fmt: skip
+    if server == FLOOR:  # the least any webhook must do, served as ``inturn webhook`` serves (benchmarks.floor_webhook)
+        return [sys.executable, "-m", "uvicorn", "benchmarks.floor_webhook:app", "--factory", "--loop", "uvloop",
+                "--http", "httptools", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+                "--no-proxy-headers", "--log-level", "warning"]  # fmt: skip
     if server == "granian" and importlib.util.find_spec("granian") is not None:
         return [sys.executable, "-m", "granian", "--interface", "asgi", "--factory", "--loop", "uvloop",
                 "--workers", "1", "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
@@ -325,28 +329,31 @@ class Files:
         self.batched = _callbacks(workdir / "batched", 10**9, self.batched_lines, BATCH)
 
 
-def _serve(server: Server, files: Files, batched: bool) -> dict[str, Any]:
-    """One server: rounds of /healthz, /readyz and single-status callbacks, then batched callbacks if asked."""
+def _serve(server: Server, files: Files, batched: bool, fastapi: bool = True) -> dict[str, Any]:
+    """One server: rounds of /healthz, /readyz (``fastapi``: the application has FastAPI routes) and single-status
+    callbacks, then batched callbacks if asked."""
     seconds = files.seconds
     server.run("warm-up", "/webhooks/whatsapp", files.warm, files.single_lines, seconds, 1)
     runs: dict[str, list[dict[str, Any]]] = {"healthz": [], "fastapi": [], "single": []}
     for callbacks in files.single:
         runs["healthz"].append(server.run("healthz", "/healthz", files.healthz, 1 << 62, seconds, 0))
-        runs["fastapi"].append(server.run("readyz", "/readyz", files.readyz, 1 << 62, seconds, 0))
+        if fastapi:
+            runs["fastapi"].append(server.run("readyz", "/readyz", files.readyz, 1 << 62, seconds, 0))
         runs["single"].append(server.run("single", "/webhooks/whatsapp", callbacks, files.single_lines, seconds, 1))
-    healthz, fastapi, single = (_pooled(runs[kind]) for kind in ("healthz", "fastapi", "single"))
+    healthz, single = _pooled(runs["healthz"]), _pooled(runs["single"])
     result: dict[str, Any] = {
         "baseline_healthz": healthz,
-        "baseline_fastapi": fastapi,
         "single": single | {"statuses_per_s": single["requests_per_s"]},
         "single_vs_baseline_request_ratio": round(single["requests_per_s"] / healthz["requests_per_s"], 3),
-        "single_vs_fastapi_request_ratio": round(single["requests_per_s"] / fastapi["requests_per_s"], 3),
         "single_vs_baseline_ratio_runs": [
             round(s["requests_per_s"] / h["requests_per_s"], 3)
             for s, h in zip(runs["single"], runs["healthz"], strict=True)
         ],
         "single_vs_baseline_cpu_ratio": round(single["server_cpu_us"] / healthz["server_cpu_us"], 3),
     }
+    if fastapi:
+        routed = result["baseline_fastapi"] = _pooled(runs["fastapi"])
+        result["single_vs_fastapi_request_ratio"] = round(single["requests_per_s"] / routed["requests_per_s"], 3)
     if batched:
         result["batched"] = _pooled(
             [server.run("batched", "/webhooks/whatsapp", files.batched, files.batched_lines, seconds, BATCH)]
@@ -354,8 +361,10 @@ def _serve(server: Server, files: Files, batched: bool) -> dict[str, Any]:
     return result
 
 
-#: The servers measured side by side, the first one being what ``inturn webhook`` runs.
-SERVERS = ("uvicorn_httptools", "uvicorn_h11", "granian")
+#: The floor (``benchmarks.floor_webhook``), measured as a server of its own.
+FLOOR = "floor_uvicorn_httptools"
+#: The servers measured side by side, the first one being what ``inturn webhook`` runs, the floor the last.
+SERVERS = ("uvicorn_httptools", "uvicorn_h11", "granian", FLOOR)
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -381,7 +390,7 @@ def run(quick: bool) -> dict[str, Any]:
                 print(f" server {name}", flush=True)
                 server = Server(name, command, settings, port, broker.pid)
                 try:
-                    servers[name] = _serve(server, files, batched=i == 0)
+                    servers[name] = _serve(server, files, batched=i == 0, fastapi=name != FLOOR)
                 finally:
                     server.stop()
                 answered += server.answered
@@ -394,6 +403,7 @@ def run(quick: bool) -> dict[str, Any]:
             f"acks topic holds {on_topic} records; {answered} statuses answered (+{unanswered} in flight)"
         )
     ours = servers[SERVERS[0]]
+    floor = servers[FLOOR]
     return {
         "setup": {
             "generator": f"wrk, 1 thread, {CONNECTIONS} connections, {seconds:g} s a run, {rounds} round(s)",
@@ -423,6 +433,9 @@ def run(quick: bool) -> dict[str, Any]:
         "single_vs_fastapi_request_ratio": ours["single_vs_fastapi_request_ratio"],
         "target_single_vs_baseline": 0.6,
         "target_single_per_s": 4000,
+        # The webhook's CPU per single-status callback against the floor's (benchmarks.floor_webhook), same run.
+        "single_cpu_vs_floor": round(ours["single"]["server_cpu_us"] / floor["single"]["server_cpu_us"], 3),
+        "floor_single_vs_baseline_request_ratio": floor["single_vs_baseline_request_ratio"],
         "code": code_version(),
     }
 
@@ -431,14 +444,19 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     """A server's figures side by side with the others' (rates and server CPU per request)."""
     if "skipped" in result:
         return result
-    baseline, fastapi, single = result["baseline_healthz"], result["baseline_fastapi"], result["single"]
-    return {
+    baseline, single = result["baseline_healthz"], result["single"]
+    summary = {
         "healthz_requests_per_s": baseline["requests_per_s"],
         "healthz_server_cpu_us": baseline["server_cpu_us"],
-        "fastapi_requests_per_s": fastapi["requests_per_s"],
-        "fastapi_server_cpu_us": fastapi["server_cpu_us"],
         "single_callbacks_per_s": single["requests_per_s"],
         "single_server_cpu_us": single["server_cpu_us"],
         "single_vs_baseline_request_ratio": result["single_vs_baseline_request_ratio"],
-        "single_vs_fastapi_request_ratio": result["single_vs_fastapi_request_ratio"],
+        "single_vs_baseline_ratio_runs": result["single_vs_baseline_ratio_runs"],
     }
+    if fastapi := result.get("baseline_fastapi"):
+        summary |= {
+            "fastapi_requests_per_s": fastapi["requests_per_s"],
+            "fastapi_server_cpu_us": fastapi["server_cpu_us"],
+            "single_vs_fastapi_request_ratio": result["single_vs_fastapi_request_ratio"],
+        }
+    return summary
