@@ -14,7 +14,7 @@ from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, EntryQueue, Partition
-from inturn_worker.timeouts import Deadlines
+from inturn_worker.timeouts import COMPACT_MIN, Deadlines
 from tests.worker.harness import read_topic
 
 
@@ -51,6 +51,25 @@ async def test_a_deadline_leaves_an_already_resolved_future_alone() -> None:
     deadlines.add(0.05, later)
     await asyncio.wait_for(later, 5)
     assert acked.result() == "ack"
+
+
+async def test_cancelled_deadlines_do_not_stay_in_the_heap_until_their_time_and_live_ones_still_fire() -> None:
+    """Every message adds a deadline and cancels it once acked: the heap must not keep an entry per message of the
+    last ack timeout (the garbage collector walked them all)."""
+    loop = asyncio.get_running_loop()
+    deadlines = Deadlines()
+    live: asyncio.Future[Any] = loop.create_future()
+    deadlines.add(0.2, live)
+    for _ in range(10 * COMPACT_MIN):
+        deadlines.cancel(deadlines.add(30, loop.create_future()))
+    assert len(deadlines) < 2 * COMPACT_MIN
+    fired = loop.create_future()
+    handle = deadlines.add(0.05, fired)
+    await asyncio.wait_for(fired, 5)
+    deadlines.cancel(handle)  # after it fired: nothing left to forget, nothing counted twice
+    await asyncio.wait_for(live, 5)
+    assert live.result() is None
+    assert len(deadlines) < 2 * COMPACT_MIN
 
 
 def _entry(part: Partition, offset: int) -> Entry:

@@ -63,12 +63,19 @@ class AckTimeout:
         return self._current
 
 
+#: Cancelled deadlines below which ``Deadlines`` never rebuilds its heap (a rebuild is linear in the heap).
+COMPACT_MIN = 4096
+
+
 class Deadlines:
     """Every waiting message's ack deadline on one loop timer: a heap, re-armed for the earliest deadline.
 
     A loop timer per message costs about 500 bytes (tens of thousands of rooms wait at once) and a
-    schedule and a cancel per message; a heap entry costs a third of that. A cancelled entry stays in
-    the heap until its time but lets go of its future at once.
+    schedule and a cancel per message; a heap entry costs a third of that. A cancelled entry lets go of
+    its future at once and leaves the heap when its time comes, or earlier: once cancelled entries are
+    more than half of the heap, it is rebuilt without them (as asyncio does with its own timers). Without
+    that, every message sent in the last ack timeout (10 s by default) kept its entry alive, hundreds of
+    thousands of lists at the rates the worker sends, which the garbage collector walked again and again.
     """
 
     def __init__(self) -> None:
@@ -76,6 +83,11 @@ class Deadlines:
         self._sequence = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
+        self._cancelled = 0  # entries in the heap whose future is None
+
+    def __len__(self) -> int:
+        """Entries in the heap, cancelled ones included."""
+        return len(self._heap)
 
     def add(self, delay_s: float, future: asyncio.Future[Any]) -> list[Any]:
         """Resolve ``future`` with None after ``delay_s`` unless it is done by then; a handle for ``cancel``."""
@@ -87,10 +99,17 @@ class Deadlines:
             self._arm(loop, when)
         return entry
 
-    @staticmethod
-    def cancel(entry: list[Any]) -> None:
-        """Forget the deadline (its heap entry goes when its time comes)."""
+    def cancel(self, entry: list[Any]) -> None:
+        """Forget the deadline (its entry leaves the heap at its time, or at the next rebuild)."""
+        if entry[2] is None:
+            return
         entry[2] = None
+        self._cancelled += 1
+        heap = self._heap
+        if self._cancelled >= COMPACT_MIN and 2 * self._cancelled > len(heap):
+            heap[:] = [kept for kept in heap if kept[2] is not None]
+            heapq.heapify(heap)
+            self._cancelled = 0
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
@@ -102,8 +121,13 @@ class Deadlines:
         self._timer, self._timer_at = None, math.inf
         heap, now = self._heap, loop.time()
         while heap and heap[0][0] <= now:
-            future = heapq.heappop(heap)[2]
-            if future is not None and not future.done():
+            entry = heapq.heappop(heap)
+            future = entry[2]
+            if future is None:
+                self._cancelled -= 1
+                continue
+            entry[2] = None  # fired: the owner's later ``cancel`` has nothing left to count
+            if not future.done():
                 future.set_result(None)
         if heap:
             self._arm(loop, heap[0][0])
