@@ -195,7 +195,6 @@ class AckIntake:
                         ack_headers(status),
                         self.ack_partition(status),
                     )
-                    outcome.published += 1
                     confirmation.published.append(status.status)
                 in_flight[key] = record
         except BufferError as full:  # the local queue stayed full: Kafka is not keeping up or is away
@@ -208,6 +207,7 @@ class AckIntake:
             reason = f"invalid status: {rejected.reason}"
             confirmation.expect()
             self._dead_letter(platform, "invalid_status", reason, rejected.raw, confirmation.delivered)
+        outcome.published = len(confirmation.published)
         if confirmation.waiting:
             # One timer for every request's deadline; a timeout does not cancel the records, which may still be
             # confirmed later (and are then remembered as replays).
