@@ -174,7 +174,7 @@ def test_the_usual_meta_callback_is_read_typed_and_any_other_over_dicts_keeping_
         ("w1", "sent", "r", None),
         ("w2", "failed", "r", "131026: Undeliverable"),
     ]
-    assert [type(s.status) for s in callback.statuses] == [str, str]  # plain strings, as the replay keys need
+    assert [type(s.status) for s in callback.statuses] == [str, str]  # plain strings, as the reader over dicts gives
     assert [s.source for s in callback.statuses] == [None, None]
     without_room = meta_payload(meta_status("w1", room="r", message="m"), meta_status("w3"))
     callback = parse_meta(orjson.dumps(without_room), rooms)

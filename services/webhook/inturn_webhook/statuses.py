@@ -181,7 +181,7 @@ def parse_meta(body: bytes, rooms: RoomResolver) -> Callback:
                     return parse_meta_dicts(body, rooms)  # dead-lettered as received: that reader keeps it
                 errors = None if raw.errors is msgspec.UNSET else orjson.loads(memoryview(raw.errors))
                 error = None if errors is None else _error_title(errors)
-                status = raw.status.value  # the plain string (an enum member hashes by its name)
+                status = raw.status.value  # a plain str, as the reader over dicts gives it
                 callback.statuses.append(
                     Status(raw.id, status, ts, recipient, room_id, message_id, error, None, partition)
                 )
