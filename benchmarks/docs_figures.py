@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: What the webhook benchmark's floor does (benchmarks.floor_webhook), as its rows name it.
-FLOOR_WEBHOOK = "signature, typed parse, one Kafka record and its confirmation, answer; nothing else"
+FLOOR_WEBHOOK = "signature, parse, one Kafka record and its confirmation, answer; nothing else"
 COMPONENTS = ("worker", "transport", "kafka_clients", "half_load", "webhook", "bridge", "report", "sim")
 CPU_BOUND = 0.85  # CPU seconds per second from which one worker process counts as saturated
 ACK_QUEUED_MS = 1000  # an ack path (beyond the injected latency) this long is named by its longest part

@@ -2,11 +2,11 @@
 
 An ASGI application served like ``inturn webhook`` (uvicorn, uvloop, httptools; ``benchmarks.bench_webhook`` starts
 it as the server ``floor_uvicorn_httptools``). Per callback it finds the signature header, reads the body, checks
-the HMAC (the webhook's prepared ``Secret``), reads the status the way the webhook reads the usual callback
-(``statuses.parse_meta``: msgspec into ``meta_wire``'s structs), produces the ack with its headers on its partition
-(``inturn.kafka.AsyncProducer``, the webhook's producer and settings), waits for Kafka's confirmation, and answers
-200. It keeps no replay window, counts nothing, watches no deadline, checks no limit and dead-letters nothing; any
-request it cannot take that way fails (500), which the benchmark counts as an error. ``GET`` of any path answers
+the HMAC (the webhook's prepared ``Secret``), reads the status as the webhook does (``statuses.parse_meta``),
+produces the ack with its headers on its partition (``inturn.kafka.AsyncProducer``, the webhook's producer and
+settings), waits for Kafka's confirmation, and answers 200. It keeps no replay window, counts nothing, watches no
+deadline, checks no limit and dead-letters nothing; any request it cannot take that way fails (500), which the
+benchmark counts as an error. ``GET`` of any path answers
 the same fixed bytes as the webhook's ``/healthz``, so the bare request of this server is measured as the
 webhook's is.
 

@@ -8,7 +8,6 @@ The parsers run compiled (docs/compiled.md), where a value of another type than 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Any
 
 from hypothesis import given, settings
@@ -18,7 +17,7 @@ from inturn.errors import SchemaError
 from inturn.schemas import encode_callback_data
 from inturn_webhook.platforms import parse_messenger, parse_twilio
 from inturn_webhook.rooms import RoomResolver
-from inturn_webhook.statuses import Callback, ack_bytes, parse_generic, parse_meta, parse_meta_dicts
+from inturn_webhook.statuses import Callback, ack_bytes, parse_generic, parse_meta
 
 from .support import meta_payload, meta_status
 
@@ -115,23 +114,6 @@ def _read(parse: Any, body: bytes) -> None:
 @given(body=_each_place(_meta))
 def test_any_value_anywhere_in_a_meta_callback_is_parsed_or_dead_lettered(body: bytes) -> None:
     _read(lambda raw: parse_meta(raw, ROOMS), body)
-
-
-def _answer(parse: Any, body: bytes) -> Any:
-    """What a reader makes of ``body``: each status's fields but the kept source, the rejections, the ignored
-    changes; or the reason it dead-letters the whole body."""
-    try:
-        callback: Callback = parse(body)
-    except SchemaError as unreadable:
-        return unreadable.reason
-    statuses = [{**asdict(status), "source": None} for status in callback.statuses]
-    return statuses, [asdict(rejected) for rejected in callback.rejected], callback.ignored
-
-
-@settings(max_examples=400, deadline=None)
-@given(body=_each_place(_meta))
-def test_the_typed_meta_reader_answers_what_the_reader_over_dicts_answers(body: bytes) -> None:
-    assert _answer(lambda raw: parse_meta(raw, ROOMS), body) == _answer(lambda raw: parse_meta_dicts(raw, ROOMS), body)
 
 
 @settings(max_examples=200, deadline=None)

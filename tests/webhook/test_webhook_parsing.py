@@ -18,10 +18,10 @@ from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook.confirmations import Confirmation
 from inturn_webhook.intake import Record, ReplayWindow
-from inturn_webhook.meta_wire import PLATFORM_MESSAGE_ID_MAX, MetaStatus
 from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 from inturn_webhook.signature import SignatureError, sign, verify
 from inturn_webhook.statuses import (
+    PLATFORM_MESSAGE_ID_MAX,
     PLATFORM_NAME,
     Status,
     ack_bytes,
@@ -116,11 +116,6 @@ def test_the_limits_the_parser_checks_are_the_ack_schemas_own() -> None:
     assert PLATFORM_NAME.pattern == platform.pattern.replace(
         "]+$", f"]{{{platform.min_length},{platform.max_length}}}$"
     )
-    # The typed Meta reader's limit on a status id is the Ack's too.
-    meta = msgspec.inspect.type_info(MetaStatus)
-    assert isinstance(meta, msgspec.inspect.StructType)
-    status_id = next(_string_limits(f.type) for f in meta.fields if f.name == "id")
-    assert (status_id.min_length, status_id.max_length) == (1, PLATFORM_MESSAGE_ID_MAX)
 
 
 def test_the_room_comes_from_callback_data_first_then_from_the_recipient_template() -> None:
@@ -159,27 +154,6 @@ def test_an_envelope_that_is_not_metas_shape_is_refused_whole_with_a_reason() ->
         with pytest.raises(SchemaError) as err:
             parse_meta(body, rooms)
         assert err.value.reason == reason
-
-
-def test_the_usual_meta_callback_is_read_typed_and_any_other_over_dicts_keeping_what_it_dead_letters() -> None:
-    """The typed reader (``meta_wire``) keeps no source; the reader over dicts keeps each status as received, which
-    a status without a room is dead-lettered as."""
-    rooms = RoomResolver(None)
-    usual = meta_payload(
-        meta_status("w1", room="r", message="m", pricing={"billable": True}),
-        meta_status("w2", "failed", room="r", message="n", errors=[{"code": 131026, "title": "Undeliverable"}]),
-    )
-    callback = parse_meta(orjson.dumps(usual), rooms)
-    assert [(s.platform_message_id, s.status, s.room_id, s.error) for s in callback.statuses] == [
-        ("w1", "sent", "r", None),
-        ("w2", "failed", "r", "131026: Undeliverable"),
-    ]
-    assert [type(s.status) for s in callback.statuses] == [str, str]  # plain strings, as the reader over dicts gives
-    assert [s.source for s in callback.statuses] == [None, None]
-    without_room = meta_payload(meta_status("w1", room="r", message="m"), meta_status("w3"))
-    callback = parse_meta(orjson.dumps(without_room), rooms)
-    assert [(s.room_id, s.source is not None) for s in callback.statuses] == [("r", True), (None, True)]
-    assert callback.statuses[1].source == without_room["entry"][0]["changes"][0]["value"]["statuses"][1]
 
 
 def test_other_change_fields_and_incoming_messages_are_counted_as_ignored() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from typing import Any
 
 import orjson
 import structlog
@@ -183,7 +184,7 @@ class AckIntake:
                 if status.room_id is None:
                     outcome.unknown_room += 1
                     self._counted(platform, status.status, "unknown_room").inc()
-                    source = ack_source(status, platform, received_at_ms)
+                    source = ack_source(status.source)
                     self._dead_letter(platform, "unknown_room", "unknown room", source, record.delivered)
                 else:
                     # The hot path calls the producer itself (one frame less than ``_produce``, same errors).
@@ -251,8 +252,6 @@ def ack_headers(status: Status) -> Headers:
     return headers
 
 
-def ack_source(status: Status, platform: str, received_at_ms: int) -> bytes:
-    """The status as received, as bytes for the dead-letter topic; as read, when the reader kept nothing."""
-    if status.source is None:
-        return ack_bytes(status, platform, received_at_ms)
-    return orjson.dumps(status.source)
+def ack_source(source: dict[str, Any]) -> bytes:
+    """The status as received, as bytes for the dead-letter topic."""
+    return orjson.dumps(source)

@@ -49,10 +49,9 @@ import orjson
 
 from inturn.errors import SchemaError
 from inturn.platforms.twilio import CALLBACK_PARAM, twilio_signature
-from inturn_webhook.meta_wire import PLATFORM_MESSAGE_ID_MAX
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError
-from inturn_webhook.statuses import Callback, Rejected, Status, load_object
+from inturn_webhook.statuses import PLATFORM_MESSAGE_ID_MAX, Callback, Rejected, Status, load_object
 
 WATERMARK_ID_PREFIX = "watermark."
 

@@ -19,15 +19,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import orjson
 
 from inturn.errors import SchemaError
 from inturn.schemas import CALLBACK_PARTITION_MAX, AckStatus
-from inturn_webhook import meta_wire
-from inturn_webhook.meta_wire import PLATFORM_MESSAGE_ID_MAX
 from inturn_webhook.rooms import MESSAGE_ID_MAX, ROOM_ID_MAX, RoomResolver
 
+PLATFORM_MESSAGE_ID_MAX = 256  # inturn.schemas.Ack.platform_message_id
 ACK_STATUSES = frozenset(s.value for s in AckStatus)
 PLATFORM_NAME = re.compile(r"^[a-z0-9_\-]{1,64}$")  # inturn.schemas.PlatformName
 _MAX_SECONDS_DIGITS = 11  # unix seconds up to year 5138; more is not a timestamp
@@ -48,9 +46,7 @@ class Status:
     room_id: str | None
     message_id: str | None
     error: str | None
-    # The status as received, for the dead-letter topic (kept by the reader over dicts; the typed reader hands every
-    # status without a room, the only ones dead-lettered, to that one, and keeps none).
-    source: dict[str, Any] | None
+    source: dict[str, Any]  # the status as received, for the dead-letter topic
     partition: int | None = None  # the messages partition the worker sent it from (echoed), else route by room
     # Watermark platforms (Messenger): every message of this recipient sent at or before this platform time (ms) is
     # confirmed; None for a status about one message only.
@@ -154,43 +150,7 @@ def _meta_status(raw: Any, account: str | None, rooms: RoomResolver) -> Status:
 
 
 def parse_meta(body: bytes, rooms: RoomResolver) -> Callback:
-    """The statuses of a Meta (WhatsApp Cloud API) webhook body; ``SchemaError`` if it is not one.
-
-    The usual callback (statuses only, each readable and with a room) is read by msgspec into ``meta_wire``'s
-    structs; any other goes to ``parse_meta_dicts``, which gives the same result for the usual one."""
-    try:
-        typed = meta_wire.DECODER.decode(body)
-    except msgspec.DecodeError:  # not JSON, or not the usual shape (ValidationError is a DecodeError)
-        return parse_meta_dicts(body, rooms)
-    callback = Callback()
-    for entry in typed.entry:
-        for change in entry.changes:
-            value = change.value
-            statuses = value.statuses
-            if change.field != "messages" or value.messages is not msgspec.UNSET or statuses is None:
-                return parse_meta_dicts(body, rooms)  # ignored changes and incoming messages are counted there
-            metadata = value.metadata
-            account = metadata.phone_number_id if metadata is not None else None
-            for raw in statuses:
-                ts = timestamp_ms(raw.timestamp)
-                if ts is None:
-                    return parse_meta_dicts(body, rooms)  # rejected alone there, with its reason
-                recipient = raw.recipient_id
-                room_id, message_id, partition = rooms.resolve(raw.biz_opaque_callback_data, recipient, account)
-                if room_id is None:
-                    return parse_meta_dicts(body, rooms)  # dead-lettered as received: that reader keeps it
-                errors = None if raw.errors is msgspec.UNSET else orjson.loads(memoryview(raw.errors))
-                error = None if errors is None else _error_title(errors)
-                status = raw.status.value  # a plain str, as the reader over dicts gives it
-                callback.statuses.append(
-                    Status(raw.id, status, ts, recipient, room_id, message_id, error, None, partition)
-                )
-    return callback
-
-
-def parse_meta_dicts(body: bytes, rooms: RoomResolver) -> Callback:
-    """``parse_meta`` over plain dicts, for any body: each status checked alone (a bad one is rejected with its
-    reason, the others go on), changes that carry no status counted as ignored."""
+    """The statuses of a Meta (WhatsApp Cloud API) webhook body; ``SchemaError`` if it is not one."""
     doc = load_object(body)
     callback = Callback()
     for i, entry in enumerate(_list_at(doc, "entry", "", body)):
