@@ -41,8 +41,7 @@ class Confirmation:
     the deadline passes. It carries what the request's statuses became (``outcome``, ``published``) until then.
 
     ``done`` is the future a request awaits: its result is None once every record is confirmed, else the
-    ``KafkaNotConfirmedError`` saying why not (a result, not an exception: a late delivery report after the
-    deadline must find the future done, not raise in the producer's callback)."""
+    ``KafkaNotConfirmedError`` saying why not."""
 
     __slots__ = ("_count", "_left", "_timeout", "deadline", "done", "outcome", "published", "started")
 

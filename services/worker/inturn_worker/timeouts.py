@@ -74,8 +74,7 @@ class Deadlines:
     schedule and a cancel per message; a heap entry costs a third of that. A cancelled entry lets go of
     its future at once and leaves the heap when its time comes, or earlier: once cancelled entries are
     more than half of the heap, it is rebuilt without them (as asyncio does with its own timers). Without
-    that, every message sent in the last ack timeout (10 s by default) kept its entry alive, hundreds of
-    thousands of lists at the rates the worker sends, which the garbage collector walked again and again.
+    that, every message sent in the last ack timeout (10 s by default) kept its entry alive until then.
     """
 
     def __init__(self) -> None:
