@@ -36,11 +36,9 @@ class AckKind(StrEnum):
     SYNCHRONOUS = "synchronous"
 
 
-@mypyc_attr(native_class=False)  # a plain class when compiled: its tests watch it through a weak reference
-@dataclass(frozen=True, slots=True, weakref_slot=True)
+@dataclass(frozen=True, slots=True)
 class PreparedSend:
-    """A message rendered for its platform: ready to POST, nothing left to compute (weakly referenceable, so a
-    test can see that a sent one is freed)."""
+    """A message rendered for its platform: ready to POST, nothing left to compute."""
 
     url: str
     body: bytes
