@@ -7,7 +7,8 @@ process, so its JVM's start is counted. The baseline is the same kind of process
 scan of the same input, reading exactly the columns the report reads (``SCANNED``: a hash of them,
 summed, over every record): the ratio says what the report costs beyond reading its input once, and
 both are measured in the same run, so they see the same load. Peak memory is the process tree's
-summed RSS, sampled every 0.2 s, set against ``PEAK_CEILING_MB``.
+summed RSS, sampled every 0.2 s, set against ``PEAK_CEILING_MB``. The floor (``_floor``), in a process of its own
+too, is the least any report over the input must do: what it takes beyond the scan, no report can save.
 
 The input has the worker's current shape: one terminal event per message carrying its send
 (``sent_at_ms``, ``platform_message_id``, ``attempt``), plus retries and late acks.
@@ -104,6 +105,7 @@ def measure(events: int) -> dict[str, Any]:
          "--from", str(START_MS), "--to", str(START_MS + SPAN_MS)]
     )  # fmt: skip
     scan = _measured([sys.executable, "-m", "benchmarks.bench_report", "scan", str(folder)])
+    floor = _measured([sys.executable, "-m", "benchmarks.bench_report", "floor", str(folder)])
     counts = (folder / "COUNTS").read_text().split()
     return {
         "events": int(counts[0]),
@@ -113,6 +115,9 @@ def measure(events: int) -> dict[str, Any]:
         "report": report,
         "baseline_scan": scan,
         "ratio_report_to_scan": round(report["seconds"] / scan["seconds"], 2),
+        # The least any report over this input costs (``_floor``): what the target leaves for all the rest.
+        "floor": floor,
+        "ratio_floor_to_scan": round(floor["seconds"] / scan["seconds"], 2),
         "target_ratio": TARGET_RATIO,
         "peak_ceiling_mb": PEAK_CEILING_MB,
         "load_average_1m_before": round(load_before, 2),
@@ -211,13 +216,56 @@ def _scan(folder: Path) -> None:
     spark.stop()
 
 
+def _floor(folder: Path) -> None:
+    """The least any report of these figures must do beyond the scan: bring each message's events and acks together
+    (one shuffle of both, by room, in a narrow row: the keys, a bit per event type or ack status, the times) and
+    combine them per message (one hash aggregation), then a sum over the messages so that nothing is pruned.
+
+    It leaves out all the report does besides: acks known only by their platform message id (joined to their
+    events), the rooms' order (a sort and two windows), the tables, their writing and the page. A report over the
+    same input cannot cost less than this."""
+    from pyspark.sql import functions as F
+
+    from inturn_reports.session import spark_session
+
+    spark = spark_session(with_jars=False, app_name="inturn-bench-floor")
+    keys = ("room_id", "message_id", "platform")
+
+    def bit(value: str, names: list[str], shift: int) -> Any:
+        out = F.lit(0)
+        for i, name in enumerate(names):
+            out = F.when(F.col(value) == name, F.lit(1 << (shift + i))).otherwise(out)
+        return out
+
+    events = spark.read.parquet(str(folder / "events")).select(
+        *keys, bit("type", ["retried", "dead_lettered", "sent", "acked", "ack_timeout", "late_ack"], 0).alias("f"),
+        "partition", "offset", F.col("ts_ms").alias("t1"), F.col("sent_at_ms").alias("t2"),
+        F.col("acked_at_ms").alias("t3"),
+    )  # fmt: skip
+    acks = spark.read.parquet(str(folder / "acks")).where(F.col("message_id").isNotNull()).select(
+        *keys, bit("status", ["sent", "delivered", "read", "failed"], 16).alias("f"),
+        F.lit(None).cast("int").alias("partition"), F.lit(None).cast("long").alias("offset"),
+        F.col("platform_ts_ms").alias("t1"), F.col("received_at_ms").alias("t2"), F.lit(None).cast("long").alias("t3"),
+    )  # fmt: skip
+    per_message = (
+        events.unionByName(acks)
+        .repartition("room_id")
+        .groupBy(*keys)
+        .agg(F.bit_or("f").alias("f"), *[F.min(c).alias(c) for c in ("partition", "offset", "t1", "t2", "t3")])
+    )
+    print("floor", per_message.agg(F.sum(F.xxhash64(*per_message.columns) % 1000), F.count(F.lit(1))).collect())
+    spark.stop()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "generate":
         _generate(Path(sys.argv[2]), int(sys.argv[3]))
     elif sys.argv[1] == "scan":
         _scan(Path(sys.argv[2]))
+    elif sys.argv[1] == "floor":
+        _floor(Path(sys.argv[2]))
     elif sys.argv[1] == "measure":  # another scale, for iterating: ... measure 2000000
         print(json.dumps(measure(int(sys.argv[2])), indent=2))
     else:
-        usage = "generate DIR EVENTS | scan DIR | measure EVENTS"
+        usage = "generate DIR EVENTS | scan DIR | floor DIR | measure EVENTS"
         sys.exit(f"usage: python -m benchmarks.bench_report {usage} (got {sys.argv[1:]})")

@@ -172,16 +172,21 @@ def _floor(
     try:
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
         env = {**os.environ, "MALLOC_ARENA_MAX": "2", **line.worker_settings_env("floor")}  # as a worker's
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.floor_worker", str(total), str(STATUSES_PER_MESSAGE)],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=env,
-        ).stdout
-        result: dict[str, Any] = json.loads(out.splitlines()[-1])
-        # The bare POSTs' field names, so the floor pools and rounds like them.
-        return {**result, "requests": result["messages"], "cpu_us_per_request": result["cpu_us_per_message"]}
+
+        def floor(*flags: str) -> dict[str, Any]:
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.floor_worker", str(total), str(STATUSES_PER_MESSAGE), *flags],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            ).stdout
+            result: dict[str, Any] = json.loads(out.splitlines()[-1])
+            # The bare POSTs' field names, so the floor pools and rounds like them.
+            return {**result, "requests": result["messages"], "cpu_us_per_request": result["cpu_us_per_message"]}
+
+        # Then its Kafka part alone, over the same messages and the statuses the first run brought.
+        return {**floor(), "kafka_part": floor("--without-post")}
     finally:
         line.stop()
 
@@ -319,6 +324,7 @@ def run(quick: bool) -> dict[str, Any]:
                 bares[client].append(bare(client))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     aiohttp, transport, floor = _pooled(bares["aiohttp"]), _pooled(bares["inturn"]), _pooled(bares[FLOOR])
+    kafka_part = _pooled([run["kafka_part"] for run in bares[FLOOR]])
     cpu = _worker_total(scenarios)
     worker_us = cpu["worker_cpu_us_per_message"]
     return {
@@ -328,6 +334,11 @@ def run(quick: bool) -> dict[str, Any]:
         "cpu_ratio_worker_vs_floor": round(worker_us / floor["cpu_us_per_request"], 3),
         "cpu_ratio_floor_vs_bare_post_transport": round(
             floor["cpu_us_per_request"] / transport["cpu_us_per_request"], 3
+        ),
+        # The least a worker can cost against the bare POST: the POST itself plus the floor's Kafka part.
+        "floor_kafka_part": kafka_part,
+        "cpu_ratio_least_worker_vs_bare_post_transport": round(
+            1 + kafka_part["cpu_us_per_request"] / transport["cpu_us_per_request"], 3
         ),
         "worker": cpu,
         "cpu_ratio_worker_vs_bare_post": round(worker_us / aiohttp["cpu_us_per_request"], 3),

@@ -150,6 +150,22 @@ def components(results: Results) -> list[str]:
                     source(w),
                 ]
             )
+            if (kafka := w.get("floor_kafka_part")) is not None:
+                rows.append(
+                    [
+                        "the floor's Kafka part alone (`floor_worker.py --without-post`: take and decode the message, "
+                        "read its two statuses, write its event; every record already on its topic) vs bare POST "
+                        "through the transport; a worker costs at least 1 + this",
+                        f"{figure(kafka.get('cpu_us_per_request'))} µs/msg"
+                        + _runs(kafka.get("cpu_us_per_request_runs")),
+                        f"{figure(dig(w, 'bare_post_transport', 'cpu_us_per_request'))} µs/request",
+                        f"{figure(w.get('cpu_ratio_least_worker_vs_bare_post_transport'), 2)} (1 + "
+                        f"{figure(kafka.get('cpu_us_per_request'))} / "
+                        f"{figure(dig(w, 'bare_post_transport', 'cpu_us_per_request'))})",
+                        "—",
+                        source(w),
+                    ]
+                )
             rows.append(
                 [
                     "worker CPU per delivered message vs the floor",
@@ -257,6 +273,18 @@ def components(results: Results) -> list[str]:
                 source(p),
             ]
         )
+    if p and (floor := p.get("floor")) is not None:
+        rows.append(
+            [
+                "the report's floor (`bench_report floor`: scan, one shuffle of events and acks by room, one hash "
+                "aggregation per message; nothing else) vs the plain scan",
+                f"{figure(floor.get('seconds'))} s",
+                f"{figure(dig(p, 'baseline_scan', 'seconds'))} s plain scan",
+                figure(p.get("ratio_floor_to_scan"), 2),
+                "—",
+                source(p),
+            ]
+        )
     if s := r.get("sim"):
         rows.append(
             [
@@ -325,6 +353,19 @@ def reading(results: Results) -> list[str]:
             f"{floor_ratio:g}x a bare POST through the transport{below}; "
             f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor" + _earlier(w)
         )
+    if w and (least := w.get("cpu_ratio_least_worker_vs_bare_post_transport")) is not None:
+        transport_target = w.get("target_ratio_transport")
+        verdict = (
+            f", above the target of {transport_target}x before any ordering, retry or bookkeeping"
+            if transport_target is not None and least > transport_target
+            else ""
+        )
+        kafka_us = dig(w, "floor_kafka_part", "cpu_us_per_request")
+        lines.append(
+            "The floor's Kafka part alone (take and decode the message, read its two statuses, write its event; "
+            f"no rendering, no POST; every record already on its topic) cost {kafka_us:.1f} µs "
+            f"per message: a worker costs at least {least:g}x a bare POST through the transport{verdict}" + _earlier(w)
+        )
     if w and (records := w.get("records_per_message")) is not None:
         target = w.get("target_records_per_message")
         verdict = "met" if target is not None and records <= target else "not met"
@@ -376,6 +417,11 @@ def _report_reading(p: Mapping[str, Any], seconds: float) -> str:
     if (peak := dig(p, "report", "peak_rss_mb")) is not None and (ceiling := p.get("peak_ceiling_mb")) is not None:
         higher = "no higher than" if peak <= ceiling else "higher than"
         line += f"; peak memory {peak:g} MiB, {higher} its {ceiling:g} MiB ceiling (issue 21's report)"
+    if (floor := p.get("ratio_floor_to_scan")) is not None:
+        line += (
+            f"; its floor (scan, one shuffle by room, one aggregation per message; nothing else) took {floor:g}x "
+            "the scan"
+        )
     return f"{line} {load}" + _earlier(p)
 
 

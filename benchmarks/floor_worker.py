@@ -8,10 +8,15 @@ confirmed by Kafka). It orders nothing, waits for no ack before the next send, k
 PostgreSQL and commits no offset. Against the bare POST it is the price of Kafka on both sides of the send; the worker
 against it is the price of ordering, bookkeeping and durability.
 
-``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE``, run as its own process with a worker's
-environment (``Pipeline.worker_settings_env``) after the messages were produced; prints its own CPU time (getrusage
-of the whole process: every thread, user + system, librdkafka's included) per message as JSON. A send answered other
-than 200 ends it with an error.
+``--without-post`` leaves the platform out: per message it takes and decodes the record, writes its one event and
+reads its two statuses (written before by a run with the POST, which it reads again from the start), and renders
+nothing, POSTs nothing and parses no answer (the bare POST counts the body's rendering). What is left is the Kafka
+part of the floor: a worker costs at least the bare POST plus this.
+
+``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE [--without-post]``, run as its own process with a
+worker's environment (``Pipeline.worker_settings_env``) after the messages were produced; prints its own CPU time
+(getrusage of the whole process: every thread, user + system, librdkafka's included) per message as JSON. A send
+answered other than 200 ends it with an error.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 from inturn.kafka import make_consumer, make_producer
 from inturn.platforms.whatsapp import WhatsAppAdapter
 from inturn.runtime import tune_gc
-from inturn.schemas import ACK_HEADER_STATUS, EventType, decode
+from inturn.schemas import ACK_HEADER_STATUS, EventType, decode, now_ms
 from inturn.schemas import Message as InturnMessage
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.app import EVENTS_PRODUCER
@@ -43,8 +48,9 @@ def _from_start(topic: str, partitions: int) -> list[TopicPartition]:
     return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
 
 
-async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
-    """Send ``messages`` (already on the messages topic) and read ``statuses_per_message`` statuses of each."""
+async def run(messages: int, statuses_per_message: int, post: bool = True) -> dict[str, Any]:
+    """Send ``messages`` (already on the messages topic) and read ``statuses_per_message`` statuses of each; without
+    ``post``, write each message's event at once instead of sending it."""
     settings = WorkerSettings()
     adapter = WhatsAppAdapter(settings, settings.worker_pool_size, settings.worker_send_timeout_ms / 1000)
     group = f"floor-{uuid.uuid4().hex[:8]}"
@@ -63,18 +69,35 @@ async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
     sent = statuses = 0
     expected = messages * statuses_per_message
 
+    def written(message: InturnMessage, partition: int, offset: int, sent_at_ms: int, platform_message_id: str) -> None:
+        nonlocal sent
+        events.emit(
+            EventType.SENT,
+            message.room_id,
+            message.message_id,
+            message.platform,
+            partition,
+            offset,
+            created_at_ms=message.created_at_ms,
+            sent_at_ms=sent_at_ms,
+            platform_message_id=platform_message_id,
+        )
+        sent += 1
+
     async def consume() -> None:
         taken = 0
         while taken < messages:
             batch: list[Message] = intake.consume(num_messages=500, timeout=0)
             for record in batch:
                 message = decode(InturnMessage, record.value() or b"")
-                line.put_nowait((message, record.partition() or 0, record.offset() or 0))
+                if post:
+                    line.put_nowait((message, record.partition() or 0, record.offset() or 0))
+                else:
+                    written(message, record.partition() or 0, record.offset() or 0, now_ms(), message.message_id)
             taken += len(batch)
             await asyncio.sleep(0 if len(batch) == 500 else POLL_S)
 
     async def lane() -> None:
-        nonlocal sent
         while True:  # until cancelled, once every status was read
             message, partition, offset = await line.get()
             prepared = adapter.prepare(message, partition)
@@ -82,18 +105,7 @@ async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
             if response.status != 200:  # a floor of failed sends measures nothing; and their statuses never come
                 raise RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}")
             result = adapter.result_of(response)
-            events.emit(
-                EventType.SENT,
-                message.room_id,
-                message.message_id,
-                message.platform,
-                partition,
-                offset,
-                created_at_ms=message.created_at_ms,
-                sent_at_ms=response.sent_at_ms,
-                platform_message_id=result.platform_message_id,
-            )
-            sent += 1
+            written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
 
     async def read_statuses() -> None:
         nonlocal statuses
@@ -110,7 +122,7 @@ async def run(messages: int, statuses_per_message: int) -> dict[str, Any]:
     tune_gc(settings.worker_gc_young_threshold)  # as the worker tunes its collector
     before = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size)]
+    lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size if post else 0)]
 
     async def read_all() -> None:
         await asyncio.gather(consume(), read_statuses())
@@ -150,8 +162,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floor_worker", description=__doc__)
     parser.add_argument("messages", type=int)
     parser.add_argument("statuses_per_message", type=int)
+    parser.add_argument("--without-post", action="store_true", help="the Kafka part only: no rendering, no POST")
     a = parser.parse_args()
-    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message))))
+    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message, post=not a.without_post))))
 
 
 if __name__ == "__main__":

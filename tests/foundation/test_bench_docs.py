@@ -300,6 +300,50 @@ def test_the_worker_is_set_against_its_floor_and_the_floor_against_the_transport
     assert "above the transport target" not in " ".join(docs_figures.reading(results))
 
 
+def test_the_floors_kafka_part_bounds_the_worker_from_below_and_the_reading_judges_the_transport_target() -> None:
+    """The floor without its POST is the least a worker adds to the bare POST: its row states the bound as 1 + its
+    CPU over the bare POST's, and the reading says the target is below it when it is."""
+    worker = {
+        "bare_post": {"cpu_us_per_request": 200.0},
+        "bare_post_transport": {"cpu_us_per_request": 40.0},
+        "floor": {"cpu_us_per_request": 80.0},
+        "floor_kafka_part": {"cpu_us_per_request": 18.0, "cpu_us_per_request_runs": [17.0, 19.0]},
+        "cpu_ratio_least_worker_vs_bare_post_transport": 1.45,
+        "worker": {"worker_cpu_us_per_message": 140.0},
+        "target_ratio_transport": 1.3,
+    }
+    results = {"results": {"worker": worker}}
+    row = next(line for line in docs_figures.components(results) if line.startswith("| the floor's Kafka part"))
+    assert "| 18 µs/msg (runs 17, 19) | 40 µs/request | 1.45 (1 + 18 / 40) | — |" in row
+    reading = " ".join(docs_figures.reading(results))
+    assert (
+        "cost 18.0 µs per message: a worker costs at least 1.45x a bare POST through the transport, above the "
+        "target of 1.3x before any ordering" in reading
+    )
+    worker["cpu_ratio_least_worker_vs_bare_post_transport"] = 1.25
+    assert "a worker costs at least 1.25x a bare POST through the transport." in " ".join(docs_figures.reading(results))
+
+
+def test_the_reports_floor_is_shown_against_the_scan_beside_the_report() -> None:
+    report = {
+        "events": 1000,
+        "report": {"seconds": 90.0, "peak_rss_mb": 1900.0},
+        "baseline_scan": {"seconds": 18.0},
+        "floor": {"seconds": 30.6},
+        "ratio_report_to_scan": 5.0,
+        "ratio_floor_to_scan": 1.7,
+        "target_ratio": 2.5,
+    }
+    results = {"results": {"report": report}}
+    row = next(line for line in docs_figures.components(results) if line.startswith("| the report's floor"))
+    assert "| 30.6 s | 18 s plain scan | 1.70 | — |" in row
+    reading = " ".join(docs_figures.reading(results))
+    assert "5x a plain scan, target ≤ 2.5x: not met" in reading
+    assert (
+        "its floor (scan, one shuffle by room, one aggregation per message; nothing else) took 1.7x the scan" in reading
+    )
+
+
 def test_the_kafka_clients_section_shows_each_clients_cost_per_record_against_confluent_kafka() -> None:
     section = kafka_clients_section(
         {
