@@ -99,9 +99,10 @@ class Message(_Record, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         # Run by msgspec on decoding (a ValueError becomes its ValidationError) and on construction. The common case
-        # is one expression (a message is decoded twice per send, and three calls cost a third of a decode); the
-        # checks one by one, for the error's wording, only when it fails. A value of another type than str (built by
-        # keyword, which checks no types) makes the expression raise and is let through by the checks, as before.
+        # is one expression (a message is decoded twice per send; the benchmarks' 1 KB message decoded in 1.15 µs so,
+        # in 1.29 µs with the three calls); the checks one by one, for the error's wording, only when it fails. A value
+        # of another type than str (built by keyword, which checks no types) makes the expression raise and is let
+        # through by the checks, as before.
         try:
             platform = self.platform
             if (
