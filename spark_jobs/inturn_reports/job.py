@@ -7,6 +7,7 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,16 +129,52 @@ def _rows(frame: DataFrame, *order: str) -> list[dict[str, Any]]:
     return [row.asDict() for row in frame.coalesce(1).sortWithinPartitions(*order).collect()]
 
 
+#: The order each table's rows are read back in for the page (tables not listed are not read back).
+_PAGE_ORDER = {
+    "summary": ("date", "platform", "mode"),
+    "worst_rooms": ("date", "measure", "rank"),
+    "timeline": ("bucket_start_ms", "mode"),
+    "latency_histogram": ("date", "mode", "measure", "upper_ms"),
+}
+
+
+#: ``worst_rooms`` reads the rooms' cache, which writing ``rooms`` builds.
+_ROOM_CHAIN = ("rooms", "worst_rooms")
+
+
+def _write(tables: dict[str, DataFrame], facts: DataFrame, out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Write every table, and read back the rows the page shows.
+
+    The cached facts are built first (every table reads them), then two chains of tables are written side by
+    side: ``rooms`` and ``worst_rooms`` (which reads the rooms' cache), and the tables summed from the counts
+    (the summary builds the counts' cache, the others read it). A small table's jobs wait on the driver more
+    than they compute, so they take little from the other chain's.
+    """
+    written: dict[str, list[dict[str, Any]]] = {}
+
+    def one(*names: str) -> None:
+        for name in names:
+            write_tables({name: tables[name]}, out, large=frozenset({"rooms"}))
+            if name in _PAGE_ORDER:
+                written[name] = _rows(tables[name], *_PAGE_ORDER[name])
+
+    facts.count()  # builds the facts' cache: two jobs at once would each compute it
+    # The summary comes first in ``TABLES``: it builds the counts' cache, which the rest of its chain reads.
+    chains = [_ROOM_CHAIN, tuple(name for name in tables if name not in _ROOM_CHAIN)]
+    with ThreadPoolExecutor(max_workers=len(chains), thread_name_prefix="report-write") as pool:
+        for done in [pool.submit(one, *chain) for chain in chains]:
+            done.result()  # a failed write raises here
+    return written
+
+
 def _trends(spark: SparkSession, out: Path, params: TrendParams) -> page.Trends:
     """The last nights as this run and earlier ones wrote them under ``out`` (Parquet, partitioned by date)."""
     platform_rows = spark.read.parquet(str(out / "platforms"))
     room_rows = spark.read.parquet(str(out / "rooms"))
-    return page.Trends(
-        first=params.first,
-        last=params.last,
-        nightly=_rows(nightly(platform_rows, params), "date", "platform"),
-        worst_rooms=_rows(worst_rooms_of_the_nights(room_rows, params), "measure", "rank"),
-    )
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="report-trends") as pool:  # two small jobs at once
+        per_night = pool.submit(_rows, nightly(platform_rows, params), "date", "platform")
+        worst = pool.submit(_rows, worst_rooms_of_the_nights(room_rows, params), "measure", "rank")
+        return page.Trends(first=params.first, last=params.last, nightly=per_night.result(), worst_rooms=worst.result())
 
 
 def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> ReportRun:
@@ -155,8 +192,8 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     built = build_tables(source.events, source.acks, params)
     tables = built.by_name
     out = settings.report_out_dir
-    write_tables(tables, out, large=frozenset({"rooms"}))
-    summary_rows = _rows(tables["summary"], "date", "platform", "mode")
+    rows = _write(tables, built.facts, out)
+    summary_rows = rows["summary"]
     columns = tables["summary"].columns
     csv_path = write_csv(summary_rows, columns, out / "summary.csv")
     meta = {
@@ -167,9 +204,9 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     }
     html = page.render(
         summary_rows,
-        _rows(tables["worst_rooms"], "date", "measure", "rank"),
-        _rows(tables["timeline"], "bucket_start_ms", "mode"),
-        _rows(tables["latency_histogram"], "date", "mode", "measure", "upper_ms"),
+        rows["worst_rooms"],
+        rows["timeline"],
+        rows["latency_histogram"],
         _trends(spark, out, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
         meta,
     )

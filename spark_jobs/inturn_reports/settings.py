@@ -25,7 +25,12 @@ class ReportSettings(KafkaSettings):
     )
     report_out_dir: Path = Field(Path("reports"), description="Where the tables, summary.csv and report.html go.")
     report_master: str = Field("local[2]", description="Spark master when not launched by spark-submit.")
-    report_shuffle_partitions: int = Field(8, ge=1, description="spark.sql.shuffle.partitions.")
+    report_shuffle_partitions: int = Field(
+        16,
+        ge=1,
+        description="spark.sql.shuffle.partitions in local mode (at 8, a task's per-message hash map and the room's "
+        "acks by platform message id did not fit its share of the heap at 10M events, and spilled).",
+    )
     report_driver_memory: str = Field(
         "1536m",
         description="spark.driver.memory in local mode (the cached facts are on local disk, so the heap holds only "

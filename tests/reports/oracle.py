@@ -73,11 +73,12 @@ def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> 
     by_key: dict[tuple[str, str], list[Event]] = defaultdict(list)
     for e in events:
         by_key[(e.room_id, e.message_id)].append(e)
-    owner: dict[str, tuple[str, str]] = {}
+    # An ack that does not name its message belongs to the message of its own room whose send has its platform
+    # message id (on the dispatched event, and on the terminal event too).
+    owner: dict[tuple[str, str], tuple[str, str]] = {}
     for e in events:
-        # The send's platform message id is on its dispatched event, and on the terminal event too.
         if (e.type == "dispatched" or e.type in TERMINAL) and e.platform_message_id:
-            owner.setdefault(e.platform_message_id, (e.room_id, e.message_id))
+            owner.setdefault((e.room_id, e.platform_message_id), (e.room_id, e.message_id))
     out: dict[tuple[str, str], Msg] = {}
     for key, evs in by_key.items():
         dispatch = [e.sent_at_ms if e.sent_at_ms is not None else e.ts_ms for e in evs if e.type == "dispatched"]
@@ -93,7 +94,7 @@ def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> 
             dispatch_ms=min(dispatch) if dispatch else None, terminal_ms=min(terminal) if terminal else None,
         )  # fmt: skip
     for a in acks:
-        key = (a.room_id, a.message_id) if a.message_id is not None else owner.get(a.platform_message_id)  # type: ignore[assignment]
+        key = (a.room_id, a.message_id) if a.message_id is not None else owner.get((a.room_id, a.platform_message_id))  # type: ignore[assignment]
         m = out.get(key) if key else None
         if m is None or (a.message_id is not None and a.platform != m.platform):
             continue  # no such message, or an ack naming it from another platform

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from inturn.schemas import Event, EventType, OrderingMode
+from inturn.schemas import Ack, AckStatus, Event, EventType, OrderingMode
 from inturn_reports.extract import EVENT_SCHEMA
 from inturn_reports.transform import (
     ReportParams,
@@ -137,3 +137,29 @@ def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platform
         for r in facts.collect()
     }
     assert got == {"tg-room": (answered, 240, 340, True), "wa-room": (None, None, None, True)}
+
+
+def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_own_room(spark: SparkSession) -> None:
+    # The worker matches such an ack in the room the webhook gave it (its partition's ack book); so does the report.
+    sent = START + 100
+
+    def send(room: str) -> Event:
+        return Event(
+            type=EventType.SENT, room_id=room, message_id="m1", platform="whatsapp", partition=0, offset=0,
+            worker_id="w1", mode=OrderingMode.NONE, ts_ms=sent, created_at_ms=START, sent_at_ms=sent,
+            platform_message_id="wamid.1",
+        )  # fmt: skip
+
+    def delivered(room: str, at: int) -> Ack:
+        return Ack(
+            room_id=room, message_id=None, platform="whatsapp", platform_message_id="wamid.1",
+            status=AckStatus.DELIVERED, platform_ts_ms=at, received_at_ms=at + 5,
+        )  # fmt: skip
+
+    # Both rooms' sends got the same platform message id; each room's delivery names it, at its own time.
+    events = [send("room-a"), send("room-b")]
+    acks = [delivered("room-a", START + 400), delivered("room-b", START + 900), delivered("room-c", START + 200)]
+    params = ReportParams(from_ms=START, to_ms=START + 10_000)
+    facts = message_facts(events_frame(spark, events), acks_frame(spark, acks), params)
+    got = {r["room_id"]: (r["device_ts_ms"], r["first_ack_received_ms"]) for r in facts.collect()}
+    assert got == {"room-a": (START + 400, START + 405), "room-b": (START + 900, START + 905)}

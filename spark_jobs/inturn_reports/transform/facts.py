@@ -84,9 +84,13 @@ def _null(columns: dict[str, str]) -> list[Column]:
 
 
 def _event_rows(events: DataFrame) -> DataFrame:
-    """Each event in the narrow row shape (``_ROW_VALUES``): its type as a bit, its times in the shared columns."""
+    """Each event in the narrow row shape (``_ROW_VALUES``): its type as a bit, its times in the shared columns.
+
+    ``_pmid`` is the platform message id of an event that carries the send's (``dispatched``, terminal): the key
+    the room's acks that do not name their message are joined on."""
     terminal = F.col("type").isin(*_TERMINAL)
     sent_at = F.col("sent_at_ms")
+    carries_send = _is(EventType.DISPATCHED) | terminal
     return events.select(
         *_KEY,
         "platform",
@@ -99,15 +103,16 @@ def _event_rows(events: DataFrame) -> DataFrame:
         F.when(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).when(terminal, sent_at).alias("_t2"),
         # When a synchronous platform's answer acknowledged the message.
         F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms")).alias("_t3"),
+        F.when(carries_send, F.col("platform_message_id")).alias("_pmid"),
     )
 
 
-def _ack_values(acks: DataFrame, *keep: str) -> list[Column]:
+def _ack_values(acks: DataFrame, *keep: Column | str) -> list[Column]:
     """Each ack as the values the facts aggregate: status times as columns, null where the status differs."""
     status, ts = F.col("status"), F.col("platform_ts_ms")
     positive = status.isin(AckStatus.SENT.value, AckStatus.DELIVERED.value, AckStatus.READ.value)
     return [
-        *[F.col(k) for k in keep],
+        *[F.col(k) if isinstance(k, str) else k for k in keep],
         _bit(status, _ACK_BIT).alias("_flags"),
         F.when(status == AckStatus.DELIVERED.value, ts).alias("_t1"),
         F.when(status == AckStatus.SENT.value, ts).alias("_t2"),
@@ -116,33 +121,41 @@ def _ack_values(acks: DataFrame, *keep: str) -> list[Column]:
 
 
 _ACK_TIMES = ("_t1", "_t2", "_t3")
+#: An event row's columns for the values of the acks joined to it by platform message id (``_by_pmid``).
+_PMID_VALUES = {"_flags": "_pflags", "_t1": "_p1", "_t2": "_p2", "_t3": "_p3"}
 
 
-def _ack_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
-    """The acks' values keyed by the message they are about; acks of no known message are dropped.
-
-    An ack naming its message keeps its own row (the per-message aggregation combines it). The others
-    are combined per platform message id first, then joined to the events carrying that id, which
-    give the message and its platform. Every value combines with min, the status bits with bit_or, so
-    combining twice changes nothing.
-    """
-    named = acks.where(F.col("message_id").isNotNull()).select(*_ack_values(acks, *_KEY, "platform"))
-    owners = events.where(
-        F.col("platform_message_id").isNotNull() & F.col("type").isin(EventType.DISPATCHED.value, *_TERMINAL)
-    ).select("platform_message_id", *_KEY, "platform")
-    by_pmid = (
-        acks.where(F.col("message_id").isNull())
-        .select(*_ack_values(acks, "platform_message_id"))
-        .groupBy("platform_message_id")
-        .agg(F.bit_or("_flags").alias("_flags"), *[F.min(c).alias(c) for c in _ACK_TIMES])
-    )
-    # A hash table of the ids' combined acks per partition: the events naming an id stream past it
-    # unsorted (a sort-merge join would sort both sides on the id strings).
-    unnamed = by_pmid.hint("shuffle_hash").join(owners, "platform_message_id")
-    unnamed = unnamed.select(*_KEY, "platform", "_flags", *_ACK_TIMES)
+def _named_ack_rows(acks: DataFrame) -> DataFrame:
+    """The acks that name their message, in the narrow row shape (``_ACK_ROW`` set, no event values)."""
     no_event_values = _null({k: v for k, v in _ROW_VALUES.items() if k not in _ACK_TIMES})
-    return named.unionByName(unnamed).select(
-        *_KEY, "platform", F.col("_flags").bitwiseOR(F.lit(_ACK_ROW)).alias("_flags"), *no_event_values, *_ACK_TIMES
+    named = acks.where(F.col("message_id").isNotNull()).select(*_ack_values(acks, *_KEY, "platform"))
+    return named.select(
+        *_KEY,
+        "platform",
+        F.col("_flags").bitwiseOR(F.lit(_ACK_ROW)).alias("_flags"),
+        *no_event_values,
+        *_ACK_TIMES,
+        F.lit(None).cast("string").alias("_pmid"),
+    )
+
+
+def _by_pmid(acks: DataFrame) -> DataFrame:
+    """The acks that do not name their message, combined per room and platform message id.
+
+    Shuffled by room like the events, so the join that gives them their message runs in the room's partition.
+    Every value combines with min, the status bits with bit_or, so an id named by two events of the same message
+    counts once.
+    """
+    unnamed = acks.where(F.col("message_id").isNull()).select(
+        *_ack_values(acks, "room_id", F.col("platform_message_id").alias("_pmid"))
+    )
+    return (
+        unnamed.repartition("room_id")
+        .groupBy("room_id", "_pmid")
+        .agg(
+            F.bit_or("_flags").alias(_PMID_VALUES["_flags"]),
+            *[F.min(c).alias(_PMID_VALUES[c]) for c in _ACK_TIMES],
+        )
     )
 
 
@@ -164,8 +177,11 @@ def _per_message(rows: DataFrame) -> DataFrame:
     def count(cond: Column) -> Column:  # a sum over the message's events (null without any, as before)
         return F.sum(F.when(~is_ack, cond.cast("int")))
 
+    def acked(column: str) -> Column:  # an ack row's own value, an event row's from the acks joined to it
+        return F.min(F.when(is_ack, F.col(column)).otherwise(F.col(_PMID_VALUES[column])))
+
     return rows.groupBy(*_KEY, "platform").agg(
-        F.bit_or("_flags").alias("_flags"),
+        F.bit_or(flags.bitwiseOR(F.coalesce(F.col(_PMID_VALUES["_flags"]), F.lit(0)))).alias("_flags"),
         # A message has one mode and offset; min() only makes the choice deterministic.
         F.min("_mode").alias("_mode"),
         F.min("partition").alias("partition"),
@@ -179,9 +195,9 @@ def _per_message(rows: DataFrame) -> DataFrame:
         count(dispatched).alias("_dispatched"),
         count(terminal & t2.isNotNull()).alias("_terminal_sends"),
         count(retried).alias("_retries"),
-        F.min(F.when(is_ack, t1)).alias("_delivered_ts"),
-        F.min(F.when(is_ack, t2)).alias("_sent_ts"),
-        F.min(F.when(is_ack, t3)).alias("_first_ack"),
+        acked("_t1").alias("_delivered_ts"),
+        acked("_t2").alias("_sent_ts"),
+        acked("_t3").alias("_first_ack"),
     )
 
 
@@ -256,10 +272,13 @@ def message_facts(events: DataFrame, acks: DataFrame, params: ReportParams) -> D
     ``dispatch_violation`` is true when this message was dispatched before the room's previous
     dispatched message reached its terminal event (must never happen in ``ack`` mode).
     """
-    rows = _event_rows(events).unionByName(_ack_rows(events, acks))
+    # One shuffle of the events and named acks, by room; the acks known by platform message id are shuffled by
+    # room too, so joining them to their events, the per-message aggregation and the room-order windows below all
+    # run in the room's partition (``session.CO_PARTITIONED``).
+    rows = _event_rows(events).unionByName(_named_ack_rows(acks)).repartition("room_id")
+    rows = rows.join(_by_pmid(acks).hint("shuffle_hash"), ["room_id", "_pmid"], "left")
     messages = (
-        # One shuffle, by room: the per-message aggregation and the room-order windows below both run on it.
-        _per_message(rows.repartition("room_id"))
+        _per_message(rows)
         # Keys with acks but no event have no first_ts_ms and drop out here, as unmatched acks do.
         .where((F.col("first_ts_ms") >= params.from_ms) & (F.col("first_ts_ms") < params.to_ms))
         .select(*_message_columns())
