@@ -18,9 +18,9 @@ ADAPTIVE = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.adaptive.skewJoin.enabled": "true",
 }
-#: In both modes: how many groups a task's object-hash aggregation (the rooms' exact p95, ``percentile``)
-#: holds before it falls back to sorting its input. Spark's default, 128, made the rooms table sort every
-#: fact; a room's buffer is a few dozen latency counts (about 2 KB), so 65,536 rooms stay near 128 MB a task.
+#: In both modes: how many groups a task's object-hash aggregation (the rooms' latency lists for their exact
+#: p95) holds before it falls back to sorting its input. Spark's default, 128, made the rooms table sort every
+#: fact; a room's buffer is a few dozen latencies (well under 2 KB), so 65,536 rooms stay under 128 MB a task.
 #: And no "fast" first-level hash map before each hash aggregation's own: it holds 65,536 keys, and the report's
 #: aggregations hold far more a task (1.2M messages, a few hundred thousand latency values at 10M events), so
 #: once it is full every row of another key still probed it (comparing keys) before the map that held it: half
