@@ -163,3 +163,20 @@ def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_ow
     facts = message_facts(events_frame(spark, events), acks_frame(spark, acks), params)
     got = {r["room_id"]: (r["device_ts_ms"], r["first_ack_received_ms"]) for r in facts.collect()}
     assert got == {"room-a": (START + 400, START + 405), "room-b": (START + 900, START + 905)}
+
+
+def test_the_facts_shuffle_only_by_room_twice_and_join_the_acks_known_by_id_in_the_rooms_partition(
+    spark: SparkSession,
+) -> None:
+    # docs/reports.md, "The plan of the facts step": the events with the acks naming their message, and the acks
+    # known only by platform message id, each shuffled once by room; no other exchange (the join on (room, id) and
+    # the room-order windows run on the room partitioning: session.CO_PARTITIONED).
+    stream = generate(seed=3, rooms=4, messages_per_room=3, start_ms=START, span_ms=SPAN)
+    params = ReportParams(from_ms=START, to_ms=START + SPAN)
+    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params)
+    plan = facts._jdf.queryExecution().executedPlan().toString()
+    exchanges = [line.strip() for line in plan.splitlines() if "Exchange " in line]
+    assert len(exchanges) == 2, plan
+    assert all("hashpartitioning(room_id#" in line for line in exchanges), exchanges
+    assert "ShuffledHashJoin" in plan, plan
+    assert "LeftOuter" in plan, plan
