@@ -2,18 +2,19 @@
 
 A message is identified by (room_id, message_id) and belongs to the day and mode of its first event
 and to the platform its events name. Acks are matched by (room_id, message_id) when the platform
-echoed the message id, else by ``platform_message_id`` through the message's events that carry one
-(``dispatched`` events, and the terminal event, which carries it too).
+echoed the message id, else by ``platform_message_id`` through the events of the ack's room that carry one
+(``dispatched`` events, and the terminal event, which carries it too): the worker, too, matches such an ack
+only in the room the webhook gave it.
 
 The worker writes either a ``dispatched`` event per send plus a terminal event (older nights), or the
 terminal event alone with the send's ``sent_at_ms`` and ``platform_message_id`` on it: both read alike.
 
-The plan: acks known only by platform message id are first combined per id and joined to the
-events that name it (min and bit-or aggregates only, so an id named by two events of the same
-message counts once). Events and acks are then brought to one narrow row shape (each event type
-and ack status a bit of one int) and shuffled once, by room: in each room partition one hash
-aggregation makes the messages and one sort orders them for the room-order windows, with no
-further shuffle. docs/reports.md shows the plan.
+The plan: events and the acks naming their message are brought to one narrow row shape (each event
+type and ack status a bit of one int) and shuffled once, by room; the acks known only by platform
+message id are shuffled by room too. In each room partition, those acks are combined per (room, id)
+and joined to the events carrying the id (min and bit-or aggregates only, so an id named by two
+events of the same message counts once), one hash aggregation makes the messages, and one sort
+orders them for the room-order windows, with no further shuffle. docs/reports.md shows the plan.
 """
 
 from __future__ import annotations
@@ -160,12 +161,14 @@ def _by_pmid(acks: DataFrame) -> DataFrame:
 
 
 def _per_message(rows: DataFrame) -> DataFrame:
-    """One aggregation over a message's events and matched acks together (no join between the two).
+    """One aggregation over a message's events and matched acks together.
 
-    Every aggregate ignores nulls, and reads only the rows of its kind: events or acks (``_ACK_ROW``),
+    The acks naming the message are rows of their own; those known by platform message id come as the ``_p``
+    columns of the event rows they were joined to (``_by_pmid``). Every aggregate ignores nulls, and reads only
+    the rows of its kind: events or acks (``_ACK_ROW``),
     and for the send and terminal times the event types they come from. The platform is part of the key
-    (every event of a message names the message's platform; an ack counts for the message of its own
-    platform). Every aggregate keeps a fixed-width buffer, so Spark aggregates in a hash table.
+    (every event of a message names the message's platform; an ack naming its message counts for the message
+    of its own platform). Every aggregate keeps a fixed-width buffer, so Spark aggregates in a hash table.
     """
     flags = F.col("_flags")
     is_ack = flags.bitwiseAND(F.lit(_ACK_ROW)) != 0
