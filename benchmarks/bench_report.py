@@ -45,13 +45,26 @@ SCANNED = {
 }  # fmt: skip
 
 
+#: ``PF_FORKNOEXEC`` in a process's flags (``/proc/<pid>/stat``, field 9): forked and not yet exec'd.
+_FORKED_NOT_EXECED = 0x40
+
+
 def _tree_rss_bytes(root: int) -> int:
+    """The summed resident memory of ``root`` and its descendants.
+
+    A process forked but not yet exec'd is left out (its descendants are not): until it execs, its resident pages
+    are its parent's. Spark's JVM forks to run ``rm -rf`` on its block manager's folder as it stops, and a sample
+    that caught that child before its exec counted the JVM twice (peaks of 3.0-3.6 GB against 1.6-1.9 GB).
+    """
     pids, total = [root], 0
     while pids:
         pid = pids.pop()
         try:
-            with open(f"/proc/{pid}/status") as f:
-                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{pid}/stat") as f:
+                flags = int(f.read().rsplit(")", 1)[1].split()[6])
+            if not flags & _FORKED_NOT_EXECED:
+                with open(f"/proc/{pid}/status") as f:
+                    total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
                     pids.extend(int(p) for p in f.read().split())
