@@ -41,10 +41,10 @@ CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 #: its resident memory. Direct buffers may otherwise grow to the heap's size again (nothing in local mode
 #: needs many: no network shuffle, on-heap Parquet vectors), and glibc gives each of the JVM's threads
 #: its own malloc arena for native (de)compression: both are capped, so the process's peak follows the heap.
-#: The parallel collector, not G1: a batch job wants throughput, not short pauses, and G1's concurrent
-#: threads and remembered sets took CPU and memory from the tasks. Over the benchmark's 10M events (two
-#: cores, alternating runs) the report took 80.1-90.0 s against 88.9-95.6 s, at a peak of 1.6-1.7 GB
-#: against 1.7-1.9 GB (docs/reports.md).
+#: The parallel collector, not G1: a batch job wants throughput, not short pauses, and G1's remembered sets and
+#: concurrent threads cost memory beside the heap. Over the benchmark's 10M events (two cores, twelve runs
+#: alternated, 2026-11-26) the report's peak was 1.58-1.69 GB against 1.71-1.89 GB with G1; its time moved
+#: within the box's noise (paired runs differed by -13.3 to +3.4 s; docs/reports.md).
 LOCAL_JVM_OPTIONS = "-XX:MaxDirectMemorySize=256m -XX:+UseParallelGC"
 LOCAL_JVM_ENV = {"MALLOC_ARENA_MAX": "2"}
 #: On a cluster (under spark-submit), unless spark-submit says otherwise: start from many shuffle
