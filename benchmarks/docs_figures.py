@@ -264,8 +264,9 @@ def components(results: Results) -> list[str]:
         rows.append(
             [
                 f"Spark report over {figure(p.get('events'))} events",
-                f"{figure(dig(p, 'report', 'seconds'))} s, peak {figure(dig(p, 'report', 'peak_rss_mb'))} MiB",
-                f"{figure(dig(p, 'baseline_scan', 'seconds'))} s plain scan",
+                f"{figure(dig(p, 'report', 'seconds'))} s{_runs(dig(p, 'report', 'runs_s'))}, "
+                f"peak {figure(dig(p, 'report', 'peak_rss_mb'))} MiB",
+                f"{figure(dig(p, 'baseline_scan', 'seconds'))} s plain scan{_runs(dig(p, 'baseline_scan', 'runs_s'))}",
                 figure(p.get("ratio_report_to_scan"), 2),
                 f"≤ {figure(p.get('target_ratio'))}x"
                 if "target_ratio" in p
