@@ -57,8 +57,9 @@ def _tree_rss_bytes(root: int) -> int:
     """The summed resident memory of ``root`` and its descendants.
 
     A process forked but not yet exec'd is left out (its descendants are not): until it execs, its resident pages
-    are its parent's. Spark's JVM forks to run ``rm -rf`` on its block manager's folder as it stops, and a sample
-    that caught that child before its exec counted the JVM twice (peaks of 3.0-3.6 GB against 1.6-1.9 GB).
+    are its parent's. Spark's JVM forks to run ``rm -rf`` on its block manager's folder as it stops (the only child
+    seen in a run): a sample catching it before its exec counts the JVM twice, which fits the peaks of 3.0-3.6 GB
+    seen in some runs against 1.6-1.9 GB in the others.
     """
     pids, total = [root], 0
     while pids:
