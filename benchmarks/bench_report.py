@@ -53,6 +53,12 @@ SCANNED = {
 _FORKED_NOT_EXECED = 0x40
 
 
+def rss_bytes(pid: int) -> int:
+    """The resident memory of one process (``VmRSS``); 0 for a process without one (a zombie)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+
+
 def _tree_rss_bytes(root: int) -> int:
     """The summed resident memory of ``root`` and its descendants.
 
@@ -68,8 +74,7 @@ def _tree_rss_bytes(root: int) -> int:
             with open(f"/proc/{pid}/stat") as f:
                 flags = int(f.read().rsplit(")", 1)[1].split()[6])
             if not flags & _FORKED_NOT_EXECED:
-                with open(f"/proc/{pid}/status") as f:
-                    total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+                total += rss_bytes(pid)
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
                     pids.extend(int(p) for p in f.read().split())
@@ -123,7 +128,8 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def measure(events: int) -> dict[str, Any]:
-    """Report and baseline scan over ``events`` generated events, one after the other in this run."""
+    """Report, baseline scan and floor over ``events`` generated events in this run: the report ``ROUNDS`` times with
+    a scan before, between and after (each side pooled by ``_pooled``), then the floor."""
     folder = _input(events)
     load_before = os.getloadavg()[0]  # the box is shared: wall times only compare at a similar load
     out = INPUT_ROOT / "report-out"

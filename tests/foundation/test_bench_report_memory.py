@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from benchmarks.bench_report import _tree_rss_bytes
+from benchmarks.bench_report import _tree_rss_bytes, rss_bytes
 
 MB = 2**20
 # Holds HOLD_MB of its own pages, starts a child per argv[1], and prints "ready" once the child is running.
@@ -44,14 +44,9 @@ def _tree(kind: str) -> Iterator[int]:
         proc.wait()
 
 
-def _rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-
-
 def test_a_child_forked_and_not_execed_is_not_counted_again() -> None:
     with _tree("fork") as pid:
-        parent = _rss(pid)
+        parent = rss_bytes(pid)
         assert parent >= HOLD_MB * MB
         # Counting the child would nearly double it: the child's VmRSS is the parent's pages.
         assert _tree_rss_bytes(pid) < parent + 50 * MB
@@ -59,5 +54,5 @@ def test_a_child_forked_and_not_execed_is_not_counted_again() -> None:
 
 def test_a_child_that_execed_is_counted_with_its_own_pages() -> None:
     with _tree("exec") as pid:
-        parent = _rss(pid)
+        parent = rss_bytes(pid)
         assert _tree_rss_bytes(pid) >= parent + OWN_MB * MB
