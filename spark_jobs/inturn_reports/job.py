@@ -7,7 +7,7 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,11 +71,16 @@ def parse_time(text: str) -> int:
 
 @dataclass(frozen=True)
 class Tables:
-    """The report tables by name, persisted (each is written, then collected for the page), and what they read."""
+    """The report tables by name, persisted (each is written, then collected for the page), and what they read.
+
+    ``facts_cached``: the job building the facts' cache (``_cache_in_background``), under way since the facts were
+    planned; its result is the number of messages.
+    """
 
     by_name: dict[str, DataFrame]
     facts: DataFrame
     counted: Counted
+    facts_cached: Future[int]
 
     def release(self) -> None:
         """Unpersist the tables, the facts and their counts."""
@@ -94,18 +99,46 @@ def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Ta
     # The facts (9.5M rows at 10M events) go to local disk, not the heap: the heap is what sets the process's
     # peak, and the three passes that read them back (rooms, the two counts) read the OS's page cache.
     facts = outcomes(message_facts(events, acks, params)).persist(StorageLevel.DISK_ONLY)
-    per_room = rooms(facts, params).persist(keep)
-    counts = counted(facts, params)
-    counts = Counted(counts.cells.persist(keep), counts.latencies.persist(keep))
-    tables = {
-        "summary": summary(counts, params),
-        "rooms": per_room,
-        "worst_rooms": worst_rooms(per_room, params),
-        "timeline": timeline(counts, params),
-        "latency_histogram": latency_histogram(counts, params),
-        "platforms": platforms(counts, params),
-    }
-    return Tables({name: frame.persist(keep) for name, frame in tables.items()}, facts, counts)
+    # The facts' cache (the report's one long job; every table reads it) is built from here on, while the driver
+    # plans the tables below (each persist plans its frame), instead of after.
+    facts_cached = _cache_in_background(facts)
+    try:
+        per_room = rooms(facts, params).persist(keep)
+        counts = counted(facts, params)
+        counts = Counted(counts.cells.persist(keep), counts.latencies.persist(keep))
+        tables = {
+            "summary": summary(counts, params),
+            "rooms": per_room,
+            "worst_rooms": worst_rooms(per_room, params),
+            "timeline": timeline(counts, params),
+            "latency_histogram": latency_histogram(counts, params),
+            "platforms": platforms(counts, params),
+        }
+        persisted = {name: frame.persist(keep) for name, frame in tables.items()}
+    except BaseException:
+        # Nothing will read the facts: stop building them rather than have the process wait for them at exit.
+        facts.sparkSession.sparkContext.cancelJobGroup(FACTS_JOB_GROUP)
+        raise
+    return Tables(persisted, facts, counts, facts_cached)
+
+
+#: The Spark job group of the facts' cache built in the background (``_cache_in_background``).
+FACTS_JOB_GROUP = "inturn-report-facts"
+
+
+def _cache_in_background(frame: DataFrame) -> Future[int]:
+    """Build the cache of ``frame`` (persisted) on a thread of its own, in the job group ``FACTS_JOB_GROUP``."""
+    context = frame.sparkSession.sparkContext
+
+    def build() -> int:
+        context.setJobGroup(FACTS_JOB_GROUP, "the message facts' cache", interruptOnCancel=True)
+        return frame.count()
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-facts")
+    try:
+        return pool.submit(build)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
@@ -142,10 +175,10 @@ _PAGE_ORDER = {
 _ROOM_CHAIN = ("rooms", "worst_rooms")
 
 
-def _write(tables: dict[str, DataFrame], facts: DataFrame, out: Path) -> dict[str, list[dict[str, Any]]]:
+def _write(tables: dict[str, DataFrame], facts_cached: Future[int], out: Path) -> dict[str, list[dict[str, Any]]]:
     """Write every table, and read back the rows the page shows.
 
-    The cached facts are built first (every table reads them), then two chains of tables are written side by
+    The facts' cache (every table reads it) is waited for first, then two chains of tables are written side by
     side: ``rooms`` and ``worst_rooms`` (which reads the rooms' cache), and the tables summed from the counts
     (the summary builds the counts' cache, the others read it). A small table's jobs wait on the driver more
     than they compute, so they take little from the other chain's.
@@ -158,7 +191,7 @@ def _write(tables: dict[str, DataFrame], facts: DataFrame, out: Path) -> dict[st
             if name in _PAGE_ORDER:
                 written[name] = _rows(tables[name], *_PAGE_ORDER[name])
 
-    facts.count()  # builds the facts' cache: two jobs at once would each compute it
+    facts_cached.result()  # two jobs at once would each compute the facts; a failure to build them raises here
     # The summary comes first in ``TABLES``: it builds the counts' cache, which the rest of its chain reads.
     chains = [_ROOM_CHAIN, tuple(name for name in tables if name not in _ROOM_CHAIN)]
     with ThreadPoolExecutor(max_workers=len(chains), thread_name_prefix="report-write") as pool:
@@ -192,7 +225,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     built = build_tables(source.events, source.acks, params)
     tables = built.by_name
     out = settings.report_out_dir
-    rows = _write(tables, built.facts, out)
+    rows = _write(tables, built.facts_cached, out)
     summary_rows = rows["summary"]
     columns = tables["summary"].columns
     csv_path = write_csv(summary_rows, columns, out / "summary.csv")
