@@ -40,6 +40,8 @@ from inturn_reports.transform import (
 
 #: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
+#: The Spark job group of the facts' cache, built while the tables are planned (``_cache_in_background``).
+FACTS_JOB_GROUP = "inturn-report-facts"
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,6 @@ def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Ta
         facts.sparkSession.sparkContext.cancelJobGroup(FACTS_JOB_GROUP)
         raise
     return Tables(persisted, facts, counts, facts_cached)
-
-
-#: The Spark job group of the facts' cache built in the background (``_cache_in_background``).
-FACTS_JOB_GROUP = "inturn-report-facts"
 
 
 def _cache_in_background(frame: DataFrame) -> Future[int]:
