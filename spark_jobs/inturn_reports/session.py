@@ -45,7 +45,13 @@ CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 #: concurrent threads cost memory beside the heap. Over the benchmark's 10M events (two cores, twelve runs
 #: alternated, 2026-11-26) the report's peak was 1.58-1.69 GB against 1.71-1.89 GB with G1; its time moved
 #: within the box's noise (paired runs differed by -13.3 to +3.4 s; docs/reports.md).
-LOCAL_JVM_OPTIONS = "-XX:MaxDirectMemorySize=256m -XX:+UseParallelGC"
+#: A smaller inlining budget for the C2 compiler (Java's defaults: 325 bytecodes for a hot callee, 2500 bytes of
+#: its compiled code): the report runs once in a fresh JVM, and with two cores its compiler threads take CPU from
+#: its tasks. Over the benchmark's 10M events C2 compiled for 28.1 s instead of 47.9 s (``-XX:+CITime``), the
+#: report ran 3.4-7.5 s faster in each of four pairs alternated with the defaults, and the plain scan did not
+#: change (2026-11-26, docs/reports.md). A budget half this one (50/500) made the report slower.
+JIT = "-XX:FreqInlineSize=100 -XX:InlineSmallCode=1000"
+LOCAL_JVM_OPTIONS = f"-XX:MaxDirectMemorySize=256m -XX:+UseParallelGC {JIT}"
 LOCAL_JVM_ENV = {"MALLOC_ARENA_MAX": "2"}
 #: On a cluster (under spark-submit), unless spark-submit says otherwise: start from many shuffle
 #: partitions and let AQE merge them by size (64 MB each), not down to the default parallelism.

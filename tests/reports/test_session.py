@@ -1,0 +1,30 @@
+"""``session.spark_session`` in local mode: the JVM it starts runs with the settings docs/reports.md measured."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+
+def _vm_option(spark: SparkSession, name: str) -> str:
+    jvm = spark.sparkContext._jvm  # PySpark's gateway to the driver JVM: no public accessor gives it
+    assert jvm is not None
+    bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
+    return str(bean.getVMOption(name).getValue())
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("UseParallelGC", "true"),
+        ("MaxDirectMemorySize", str(256 * 2**20)),
+        # The C2 compiler's smaller inlining budget (session.JIT): Java's defaults are 325 and 2500.
+        ("FreqInlineSize", "100"),
+        ("InlineSmallCode", "1000"),
+    ],
+)
+def test_the_local_driver_jvm_runs_with_the_sessions_options(spark: SparkSession, option: str, value: str) -> None:
+    assert _vm_option(spark, option) == value
