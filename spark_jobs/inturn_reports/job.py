@@ -12,19 +12,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from inturn.errors import ConfigError, InturnError
 from inturn_reports import extract, page
 from inturn_reports.flags import add_arguments, settings_from
-from inturn_reports.load import write_csv, write_jdbc, write_tables
+from inturn_reports.load import read_table, write_csv, write_jdbc, write_tables
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
 from inturn_reports.transform import (
     Counted,
     ReportParams,
     TrendParams,
+    collect,
+    conform,
     counted,
     latency_histogram,
     message_facts,
@@ -73,55 +76,43 @@ def parse_time(text: str) -> int:
 
 @dataclass(frozen=True)
 class Tables:
-    """The report tables by name, persisted (each is written, then collected for the page), and what they read.
+    """What Spark computes of the report tables: the ``rooms`` table and the two counts (``counted``) the small
+    tables are summed from on the driver, and the persisted message facts they all read.
 
     ``facts_cached``: the job building the facts' cache (``_cache_in_background``), under way since the facts were
     planned; its result is the number of messages.
     """
 
-    by_name: dict[str, DataFrame]
-    facts: DataFrame
+    rooms: DataFrame
     counted: Counted
+    facts: DataFrame
     facts_cached: Future[int]
 
     def release(self) -> None:
-        """Unpersist the tables, the facts and their counts."""
-        for frame in [self.facts, self.counted.cells, self.counted.latencies, *self.by_name.values()]:
-            frame.unpersist()
+        """Unpersist the facts."""
+        self.facts.unpersist()
 
 
 def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Tables:
-    """Every report table from the raw frames; the message facts and their counts are persisted too.
+    """The rooms table and the counts from the raw frames; the message facts they read are persisted.
 
     The facts are kept in their ``outcomes`` form (9 columns, the yes/no outcomes as bits of one int):
-    building the in-memory copy costs per column, and no table needs the ids or raw timings. The small
-    tables are sums over the facts counted once (``counted``): two passes over the facts for four tables.
+    building the copy costs per column, and no table needs the ids or raw timings.
     """
-    keep = StorageLevel.MEMORY_AND_DISK
     # The facts (9.5M rows at 10M events) go to local disk, not the heap: the heap is what sets the process's
     # peak, and the three passes that read them back (rooms, the two counts) read the OS's page cache.
     facts = outcomes(message_facts(events, acks, params)).persist(StorageLevel.DISK_ONLY)
     # The facts' cache (the report's one long job; every table reads it) is built from here on, while the driver
-    # plans the tables below (each persist plans its frame), instead of after.
+    # plans what reads it, instead of after.
     facts_cached = _cache_in_background(facts)
     try:
-        per_room = rooms(facts, params).persist(keep)
+        per_room = rooms(facts, params)
         counts = counted(facts, params)
-        counts = Counted(counts.cells.persist(keep), counts.latencies.persist(keep))
-        tables = {
-            "summary": summary(counts, params),
-            "rooms": per_room,
-            "worst_rooms": worst_rooms(per_room, params),
-            "timeline": timeline(counts, params),
-            "latency_histogram": latency_histogram(counts, params),
-            "platforms": platforms(counts, params),
-        }
-        persisted = {name: frame.persist(keep) for name, frame in tables.items()}
     except BaseException:
         # Nothing will read the facts: stop building them rather than have the process wait for them at exit.
         facts.sparkSession.sparkContext.cancelJobGroup(FACTS_JOB_GROUP)
         raise
-    return Tables(persisted, facts, counts, facts_cached)
+    return Tables(per_room, counts, facts, facts_cached)
 
 
 def _cache_in_background(frame: DataFrame) -> Future[int]:
@@ -154,13 +145,29 @@ def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms:
     )
 
 
-def _rows(frame: DataFrame, *order: str) -> list[dict[str, Any]]:
-    """The rows of a small table in ``order``: sorted in one partition (``orderBy`` would first sample the table
-    in a job of its own to range-partition it)."""
-    return [row.asDict() for row in frame.coalesce(1).sortWithinPartitions(*order).collect()]
+def _computed(built: Tables, params: ReportParams) -> dict[str, pa.Table]:
+    """Every report table, on the driver.
+
+    The facts' cache (every Spark job here reads it) is waited for first; then the rooms table and the two counts
+    are brought over side by side (a job's end waits on the driver more than it computes, so two at once keep
+    both cores busy), and the small tables are summed from them (``small``).
+    """
+    built.facts_cached.result()  # two jobs at once would each compute the facts; a failure to build them raises here
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="report-collect") as pool:
+        room_rows = pool.submit(lambda: conform("rooms", built.rooms.toArrow()))
+        counts = pool.submit(collect, built.counted)
+        per_room, counted_rows = room_rows.result(), counts.result()
+    return {
+        "summary": summary(counted_rows),
+        "rooms": per_room,
+        "worst_rooms": worst_rooms(per_room, params.top_n),
+        "timeline": timeline(counted_rows),
+        "latency_histogram": latency_histogram(counted_rows),
+        "platforms": platforms(counted_rows),
+    }
 
 
-#: The order each table's rows are read back in for the page (tables not listed are not read back).
+#: The order each table's rows are read in for the page (tables not listed are not shown row by row).
 _PAGE_ORDER = {
     "summary": ("date", "platform", "mode"),
     "worst_rooms": ("date", "measure", "rank"),
@@ -169,43 +176,18 @@ _PAGE_ORDER = {
 }
 
 
-#: ``worst_rooms`` reads the rooms' cache, which writing ``rooms`` builds.
-_ROOM_CHAIN = ("rooms", "worst_rooms")
+def _rows(frame: pa.Table, *order: str) -> list[dict[str, Any]]:
+    """The rows of a small table in ``order`` (ascending, nulls first)."""
+    rows: list[dict[str, Any]] = frame.sort_by([(c, "ascending", "at_start") for c in order]).to_pylist()
+    return rows
 
 
-def _write(tables: dict[str, DataFrame], facts_cached: Future[int], out: Path) -> dict[str, list[dict[str, Any]]]:
-    """Write every table, and read back the rows the page shows.
-
-    The facts' cache (every table reads it) is waited for first, then two chains of tables are written side by
-    side: ``rooms`` and ``worst_rooms`` (which reads the rooms' cache), and the tables summed from the counts
-    (the summary builds the counts' cache, the others read it). A small table's jobs wait on the driver more
-    than they compute, so they take little from the other chain's.
-    """
-    written: dict[str, list[dict[str, Any]]] = {}
-
-    def one(*names: str) -> None:
-        for name in names:
-            write_tables({name: tables[name]}, out, large=frozenset({"rooms"}))
-            if name in _PAGE_ORDER:
-                written[name] = _rows(tables[name], *_PAGE_ORDER[name])
-
-    facts_cached.result()  # two jobs at once would each compute the facts; a failure to build them raises here
-    # The summary comes first in ``TABLES``: it builds the counts' cache, which the rest of its chain reads.
-    chains = [_ROOM_CHAIN, tuple(name for name in tables if name not in _ROOM_CHAIN)]
-    with ThreadPoolExecutor(max_workers=len(chains), thread_name_prefix="report-write") as pool:
-        for done in [pool.submit(one, *chain) for chain in chains]:
-            done.result()  # a failed write raises here
-    return written
-
-
-def _trends(spark: SparkSession, out: Path, params: TrendParams) -> page.Trends:
+def _trends(out: Path, params: TrendParams) -> page.Trends:
     """The last nights as this run and earlier ones wrote them under ``out`` (Parquet, partitioned by date)."""
-    platform_rows = spark.read.parquet(str(out / "platforms"))
-    room_rows = spark.read.parquet(str(out / "rooms"))
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="report-trends") as pool:  # two small jobs at once
-        per_night = pool.submit(_rows, nightly(platform_rows, params), "date", "platform")
-        worst = pool.submit(_rows, worst_rooms_of_the_nights(room_rows, params), "measure", "rank")
-        return page.Trends(first=params.first, last=params.last, nightly=per_night.result(), worst_rooms=worst.result())
+    per_night = nightly(read_table(out, "platforms", params.first, params.last), params)
+    worst = worst_rooms_of_the_nights(read_table(out, "rooms", params.first, params.last), params)
+    return page.Trends(first=params.first, last=params.last, nightly=_rows(per_night, "date", "platform"),
+                       worst_rooms=worst)  # fmt: skip
 
 
 def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> ReportRun:
@@ -221,11 +203,12 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     )
     source = _extract(spark, settings, from_ms, to_ms)
     built = build_tables(source.events, source.acks, params)
-    tables = built.by_name
+    tables = _computed(built, params)
     out = settings.report_out_dir
-    rows = _write(tables, built.facts_cached, out)
+    write_tables(tables, out)
+    rows = {name: _rows(tables[name], *order) for name, order in _PAGE_ORDER.items()}
     summary_rows = rows["summary"]
-    columns = tables["summary"].columns
+    columns = tables["summary"].column_names
     csv_path = write_csv(summary_rows, columns, out / "summary.csv")
     meta = {
         "range": f"{_iso(from_ms)} → {_iso(to_ms)}",
@@ -238,7 +221,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         rows["worst_rooms"],
         rows["timeline"],
         rows["latency_histogram"],
-        _trends(spark, out, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
+        _trends(out, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
         meta,
     )
     html_path = out / "report.html"
@@ -248,7 +231,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         password = settings.report_jdbc_password.get_secret_value() if settings.report_jdbc_password else None
         jdbc = tuple(
             write_jdbc(
-                {"summary": tables["summary"], "worst_rooms": tables["worst_rooms"]},
+                {name: spark.createDataFrame(tables[name]) for name in ("summary", "worst_rooms")},
                 settings.report_jdbc_url,
                 settings.report_jdbc_user,
                 password,

@@ -4,41 +4,77 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import shutil
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from inturn.errors import InturnError
+from inturn_reports.transform import SCHEMAS
+from inturn_reports.transform.small import dates
 
 
 class ReportLoadError(InturnError):
     """A report table could not be written (Parquet, CSV, HTML or JDBC)."""
 
 
-def write_tables(
-    tables: Mapping[str, DataFrame], out_dir: Path, large: frozenset[str] = frozenset()
-) -> dict[str, Path]:
-    """Each table as Parquet under ``out_dir/<name>/date=YYYY-MM-DD/``, replacing the dates it holds.
+def write_tables(tables: Mapping[str, pa.Table], out_dir: Path) -> dict[str, Path]:
+    """Each table as Parquet under ``out_dir/<name>/date=YYYY-MM-DD/``, one file a day, replacing the days it holds.
 
-    Dynamic partition overwrite keeps the days of earlier runs that this run does not cover. Tables
-    not named in ``large`` have a few rows per day and are written as one file per day.
+    The days of earlier runs that this run does not cover are kept (as Spark's dynamic partition overwrite
+    does). A day's file is written under a hidden name first, then the day's older files are removed and the
+    new one renamed into place, so a reader never sees a half-written file. ``_SUCCESS`` marks the table
+    written, as Spark marks it.
     """
     written = {}
     for name, frame in tables.items():
-        path = out_dir / name
-        (
-            (frame if name in large else frame.coalesce(1))
-            .write.mode("overwrite")
-            .option("partitionOverwriteMode", "dynamic")
-            .partitionBy("date")
-            .parquet(str(path))
-        )
-        written[name] = path
+        root = out_dir / name
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            for day in dates(frame):
+                _write_day(frame.filter(pc.equal(frame["date"], day)).drop_columns(["date"]), root, day)
+            (root / "_SUCCESS").touch()
+        except (OSError, pa.ArrowException) as exc:
+            raise ReportLoadError(f"could not write the {name} table under {root}: {exc}") from exc
+        written[name] = root
     return written
+
+
+def _write_day(rows: pa.Table, root: Path, day: dt.date) -> None:
+    folder = root / f"date={day.isoformat()}"
+    folder.mkdir(exist_ok=True)
+    name = f"part-{uuid.uuid4()}.snappy.parquet"
+    staged = folder / f".{name}.tmp"  # Spark and Arrow skip names starting with a dot
+    pq.write_table(rows, staged, compression="snappy")
+    for old in folder.iterdir():
+        if old == staged:
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    staged.rename(folder / name)
+
+
+def read_table(out_dir: Path, name: str, first: dt.date, last: dt.date) -> pa.Table:
+    """The rows of the days ``first`` to ``last`` of the table ``name`` under ``out_dir``, as ``write_tables``
+    (or Spark, before 2026-11-26) wrote them."""
+    schema = SCHEMAS[name]
+    days = ds.partitioning(pa.schema([schema.field("date")]), flavor="hive")
+    try:
+        dataset = ds.dataset(out_dir / name, schema=schema, format="parquet", partitioning=days)
+        return dataset.to_table(filter=(ds.field("date") >= first) & (ds.field("date") <= last))
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not read the {name} table under {out_dir / name}: {exc}") from exc
 
 
 def _cell(value: Any) -> str:

@@ -151,6 +151,17 @@ def test_the_spark_pod_templates_are_non_root_too(helm: Helm) -> None:
         assert _security_problems(key, template["spec"], template["spec"]["containers"][0]) == []
 
 
+def test_only_the_driver_mounts_the_report_output(helm: Helm) -> None:
+    # The driver writes every table (docs/reports.md), so the claim needs no ReadWriteMany for executors.
+    manifests = helm.render(files=(CHART / "ci" / "spark-cluster-values.yaml",))
+    pods = next(m for m in of_kind(manifests, "ConfigMap") if m["metadata"]["name"].endswith("-report-pods"))
+    mounts = {
+        key: {m["name"] for m in yaml.safe_load(text)["spec"]["containers"][0]["volumeMounts"]}
+        for key, text in pods["data"].items()
+    }
+    assert mounts == {"executor.yaml": {"tmp"}, "driver.yaml": {"tmp", "output"}}
+
+
 @pytest.mark.parametrize("files", SCENARIOS)
 def test_every_service_container_has_startup_liveness_and_readiness_probes(helm: Helm, files: tuple[Path, ...]) -> None:
     deployments = service_workloads(helm.render(files=files))

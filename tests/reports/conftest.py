@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import msgspec
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -41,3 +43,23 @@ def acks_frame(spark: SparkSession, acks: Sequence[Ack]) -> DataFrame:
     """The acks as the extract step gives them."""
     rows = [msgspec.to_builtins(a) for a in acks]
     return spark.createDataFrame([tuple(r.get(f.name) for f in ACK_SCHEMA.fields) for r in rows], ACK_SCHEMA)
+
+
+def assert_same_rows(actual: pa.Table, expected: Sequence[Mapping[str, Any]], columns: Sequence[str] = ()) -> None:
+    """``actual`` holds the ``expected`` rows (in any order), column for column; doubles to 1e-9 relative.
+
+    ``columns``: the columns compared, all of ``actual``'s by default (each expected row must have them all).
+    """
+    names = list(columns) or actual.column_names
+
+    def order(values: Mapping[str, Any]) -> tuple[str, ...]:  # rows sorted by everything but their doubles
+        return tuple("" if isinstance(values[n], float) else repr(values[n]) for n in names)
+
+    got = [tuple(r[n] for n in names) for r in sorted(actual.select(names).to_pylist(), key=order)]
+    want = [
+        tuple(pytest.approx(r[n], rel=1e-9) if isinstance(r[n], float) else r[n] for n in names)
+        for r in sorted(expected, key=order)
+    ]
+    assert len(got) == len(want), (len(got), len(want))
+    for g, w in zip(got, want, strict=True):
+        assert g == w

@@ -1,13 +1,16 @@
-"""Trends over the last nights: transforms of the tables earlier runs wrote (``platforms``, ``rooms``)."""
+"""Trends over the last nights: the tables earlier runs wrote (``platforms``, ``rooms``), read back on the driver."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import reduce
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from inturn_reports.transform.small import grouped, top
 
 
 @dataclass(frozen=True)
@@ -30,58 +33,41 @@ class TrendParams:
         return cls(last=last, nights=nights, top_n=top_n)
 
 
-def _in_nights(frame: DataFrame, params: TrendParams) -> DataFrame:
-    return frame.where(F.col("date").between(F.lit(params.first), F.lit(params.last)))
+def _in_nights(frame: pa.Table, params: TrendParams) -> pa.Table:
+    day = frame["date"]
+    return frame.filter(pc.and_(pc.greater_equal(day, params.first), pc.less_equal(day, params.last)))
 
 
-def nightly(platform_rows: DataFrame, params: TrendParams) -> DataFrame:
+#: The ``platforms`` columns the trend charts show.
+NIGHTLY = ("date", "platform", "messages", "delivered_rate", "out_of_order_rate", "ack_timeouts", "e2e_p99_ms")
+
+
+def nightly(platform_rows: pa.Table, params: TrendParams) -> pa.Table:
     """The ``platforms`` rows of the covered nights: one per night and platform."""
-    return _in_nights(platform_rows, params).select(
-        "date", "platform", "messages", "delivered_rate", "out_of_order_rate", "ack_timeouts", "e2e_p99_ms"
-    )
+    return _in_nights(platform_rows, params).select(list(NIGHTLY))
 
 
-def _n(column: str) -> Column:
-    return F.sum(column).cast("long").alias(column)
+_SUMMED = ("messages", "pairs", "inverted", "ack_timeouts")
+_MEASURES: list[tuple[str, Callable[[pa.Table], pa.ChunkedArray]]] = [
+    ("out_of_order_rate", lambda t: pc.greater(t["pairs"], 0)),
+    ("ack_timeouts", lambda t: pc.greater(t["ack_timeouts"], 0)),
+]
 
 
-def worst_rooms_of_the_nights(room_rows: DataFrame, params: TrendParams) -> DataFrame:
+def worst_rooms_of_the_nights(room_rows: pa.Table, params: TrendParams) -> list[dict[str, Any]]:
     """The ``top_n`` rooms over all covered nights together, by out-of-order rate and by ack timeouts.
 
     A room's figures are summed over its nights (rate = inverted / pairs of the sum); only rooms
     where the measure means something take part (pairs > 0, timeouts > 0); ties to the smaller room id.
+    The rows are in the order the page lists them: by measure, then rank.
     """
-    per_room = (
-        _in_nights(room_rows, params)
-        .groupBy("room_id", "platform", "mode")
-        .agg(
-            # One row per (date, room_id, platform, mode) in ``rooms`` (its grouping key; a run replaces whole
-            # days), so counting rows counts the nights: no distinct aggregation (an Expand and two more stages).
-            F.count(F.lit(1)).alias("nights"),
-            _n("messages"),
-            _n("pairs"),
-            _n("inverted"),
-            _n("ack_timeouts"),
-        )
-        .withColumn("out_of_order_rate", F.col("inverted") / F.col("pairs"))
-    )
-    measures = [("out_of_order_rate", F.col("pairs") > 0), ("ack_timeouts", F.col("ack_timeouts") > 0)]
-    ranked = [
-        per_room.where(where).select(
-            F.lit(measure).alias("measure"),
-            "room_id",
-            "platform",
-            "mode",
-            "nights",
-            "messages",
-            F.col(measure).cast("double").alias("value"),
-        )
-        for measure, where in measures
-    ]
-    order = Window.partitionBy("measure").orderBy(F.col("value").desc(), F.col("room_id"))
-    return (
-        reduce(DataFrame.unionByName, ranked)
-        .withColumn("rank", F.row_number().over(order))
-        .where(F.col("rank") <= params.top_n)
-        .select("measure", "rank", "room_id", "platform", "mode", "nights", "messages", "value")
-    )
+    keys = ["room_id", "platform", "mode"]
+    # One row per (date, room_id, platform, mode) in ``rooms`` (its key; a run replaces whole days), so counting
+    # rows counts the nights.
+    per_room = grouped(_in_nights(room_rows, params), keys, {"date": "count", **dict.fromkeys(_SUMMED, "sum")})
+    per_room = per_room.rename_columns(["nights" if name == "date" else name for name in per_room.column_names])
+    with_pairs = pc.greater(per_room["pairs"], 0)
+    rate = pc.if_else(with_pairs, pc.divide(pc.cast(per_room["inverted"], pa.float64()), per_room["pairs"]), None)
+    per_room = per_room.append_column("out_of_order_rate", rate)
+    rows = top(per_room, _MEASURES, [], params.top_n, [*keys, "nights", "messages"])
+    return sorted(rows, key=lambda r: (r["measure"], r["rank"]))
