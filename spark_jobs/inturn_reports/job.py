@@ -40,6 +40,7 @@ from inturn_reports.transform import (
     worst_rooms,
     worst_rooms_of_the_nights,
 )
+from inturn_reports.transform.trends import NIGHTLY, SUMMED
 
 #: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
@@ -184,8 +185,9 @@ def _rows(frame: pa.Table, *order: str) -> list[dict[str, Any]]:
 
 def _trends(out: Path, params: TrendParams) -> page.Trends:
     """The last nights as this run and earlier ones wrote them under ``out`` (Parquet, partitioned by date)."""
-    per_night = nightly(read_table(out, "platforms", params.first, params.last), params)
-    worst = worst_rooms_of_the_nights(read_table(out, "rooms", params.first, params.last), params)
+    per_night = nightly(read_table(out, "platforms", params.first, params.last, NIGHTLY), params)
+    room_rows = read_table(out, "rooms", params.first, params.last, ["room_id", "platform", "mode", *SUMMED])
+    worst = worst_rooms_of_the_nights(room_rows, params)
     return page.Trends(first=params.first, last=params.last, nightly=_rows(per_night, "date", "platform"),
                        worst_rooms=worst)  # fmt: skip
 

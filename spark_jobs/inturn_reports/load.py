@@ -65,14 +65,17 @@ def _write_day(rows: pa.Table, root: Path, day: dt.date) -> None:
     staged.rename(folder / name)
 
 
-def read_table(out_dir: Path, name: str, first: dt.date, last: dt.date) -> pa.Table:
-    """The rows of the days ``first`` to ``last`` of the table ``name`` under ``out_dir``, as ``write_tables``
-    (or Spark, before 2026-11-26) wrote them."""
+def read_table(
+    out_dir: Path, name: str, first: dt.date, last: dt.date, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The rows of the days ``first`` to ``last`` of the table ``name`` under ``out_dir`` (only ``columns``, and
+    ``date``, when given), as ``write_tables`` (or Spark, before 2026-11-26) wrote them."""
     schema = SCHEMAS[name]
     days = ds.partitioning(pa.schema([schema.field("date")]), flavor="hive")
+    wanted = None if columns is None else list(dict.fromkeys(["date", *columns]))
     try:
         dataset = ds.dataset(out_dir / name, schema=schema, format="parquet", partitioning=days)
-        return dataset.to_table(filter=(ds.field("date") >= first) & (ds.field("date") <= last))
+        return dataset.to_table(columns=wanted, filter=(ds.field("date") >= first) & (ds.field("date") <= last))
     except (OSError, pa.ArrowException) as exc:
         raise ReportLoadError(f"could not read the {name} table under {out_dir / name}: {exc}") from exc
 

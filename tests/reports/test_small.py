@@ -1,7 +1,11 @@
 """``small.percentiles``: exact percentiles from counted values, worked out by hand (the oracle comparisons in
-test_transform.py check them against whole generated nights)."""
+test_transform.py check them against whole generated nights); and the allocator of the driver's Arrow tables."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +32,16 @@ def test_percentiles_interpolate_between_the_counted_values(
 
 def test_no_values_have_no_percentiles() -> None:
     assert percentiles(ValueCounts((), ()), LEVELS) == [None, None, None]
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_the_report_process_allocates_arrow_memory_with_the_c_library_unless_told_otherwise(
+    given: str | None, expected: str
+) -> None:
+    # Arrow picks its allocator when first imported, so each case runs in a process of its own.
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if given is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = given
+    code = "import inturn_reports.job, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == expected

@@ -264,9 +264,9 @@ def top(
     ``carry`` columns and ``value`` (the measure as a double)."""
     out: list[Row] = []
     for measure, where in measures:
-        ranked = rows.filter(where(rows))
-        ranked = ranked.append_column("value", ranked[measure].cast(_DOUBLE)).select([*per, *carry, "value"])
-        groups = ranked.group_by(list(per)).aggregate([]).to_pylist() if per else [{}]
+        ranked = rows.select([*per, *carry, measure]).filter(where(rows))  # copies only the columns it keeps
+        ranked = ranked.append_column("value", ranked[measure].cast(_DOUBLE)).drop_columns([measure])
+        groups = ranked.select(list(per)).group_by(list(per)).aggregate([]).to_pylist() if per else [{}]
         for group in groups:
             part = ranked
             for name, value in group.items():

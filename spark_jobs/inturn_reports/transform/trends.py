@@ -47,7 +47,8 @@ def nightly(platform_rows: pa.Table, params: TrendParams) -> pa.Table:
     return _in_nights(platform_rows, params).select(list(NIGHTLY))
 
 
-_SUMMED = ("messages", "pairs", "inverted", "ack_timeouts")
+#: The ``rooms`` counts summed over the nights.
+SUMMED = ("messages", "pairs", "inverted", "ack_timeouts")
 _MEASURES: list[tuple[str, Callable[[pa.Table], pa.ChunkedArray]]] = [
     ("out_of_order_rate", lambda t: pc.greater(t["pairs"], 0)),
     ("ack_timeouts", lambda t: pc.greater(t["ack_timeouts"], 0)),
@@ -64,7 +65,7 @@ def worst_rooms_of_the_nights(room_rows: pa.Table, params: TrendParams) -> list[
     keys = ["room_id", "platform", "mode"]
     # One row per (date, room_id, platform, mode) in ``rooms`` (its key; a run replaces whole days), so counting
     # rows counts the nights.
-    per_room = grouped(_in_nights(room_rows, params), keys, {"date": "count", **dict.fromkeys(_SUMMED, "sum")})
+    per_room = grouped(_in_nights(room_rows, params), keys, {"date": "count", **dict.fromkeys(SUMMED, "sum")})
     per_room = per_room.rename_columns(["nights" if name == "date" else name for name in per_room.column_names])
     with_pairs = pc.greater(per_room["pairs"], 0)
     rate = pc.if_else(with_pairs, pc.divide(pc.cast(per_room["inverted"], pa.float64()), per_room["pairs"]), None)
