@@ -277,8 +277,9 @@ def top(
     return out
 
 
-#: The measures the worst rooms are ranked by, and the rooms where each means something.
-_WORST: list[tuple[str, Callable[[pa.Table], pa.ChunkedArray]]] = [
+#: The measures the worst rooms are ranked by, and the rooms where each means something (the trends rank by the
+#: first two over the nights).
+WORST: list[tuple[str, Callable[[pa.Table], pa.ChunkedArray]]] = [
     ("out_of_order_rate", lambda t: pc.greater(t["pairs"], 0)),
     ("ack_timeouts", lambda t: pc.greater(t["ack_timeouts"], 0)),
     ("e2e_p95_ms", lambda t: pc.is_valid(t["e2e_p95_ms"])),
@@ -291,7 +292,7 @@ def worst_rooms(rooms_table: pa.Table, top_n: int) -> pa.Table:
     Only rooms where the measure means something take part (pairs > 0, timeouts > 0, a latency);
     ties go to the smaller room id, so the list is the same on every run.
     """
-    return table("worst_rooms", top(rooms_table, _WORST, ["date"], top_n, ["room_id", "platform", "mode"]))
+    return table("worst_rooms", top(rooms_table, WORST, ["date"], top_n, ["room_id", "platform", "mode"]))
 
 
 def dates(frame: pa.Table) -> list[dt.date]:
