@@ -150,8 +150,8 @@ def _computed(built: Tables, params: ReportParams) -> dict[str, pa.Table]:
     """Every report table, on the driver.
 
     The facts' cache (every Spark job here reads it) is waited for first; then the rooms table and the two counts
-    are brought over side by side (a job's end waits on the driver more than it computes, so two at once keep
-    both cores busy), and the small tables are summed from them (``small``).
+    are brought over side by side (two threads: each job's tasks already use both cores, and a third thread
+    gained nothing, docs/reports.md), and the small tables are summed from them (``small``).
     """
     built.facts_cached.result()  # two jobs at once would each compute the facts; a failure to build them raises here
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="report-collect") as pool:

@@ -24,7 +24,7 @@ from inturn_reports.transform.small import dates
 
 
 class ReportLoadError(InturnError):
-    """A report table could not be written (Parquet, CSV, HTML or JDBC)."""
+    """A report table could not be written (Parquet, CSV, HTML or JDBC), or an earlier night's read back."""
 
 
 def write_tables(tables: Mapping[str, pa.Table], out_dir: Path) -> dict[str, Path]:

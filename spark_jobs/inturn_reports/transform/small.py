@@ -4,7 +4,7 @@ Spark aggregates the message facts into the rooms table and the two counts (``ta
 thousand cells and the distinct latency values per group, at most a few hundred thousand rows at 10M events.
 Everything the report shows besides is a sum or a ranking over those, so it is done here, in the driver's
 process: a Spark job per small table (plan, schedule, generate and compile code, write one file) cost more
-than the table itself (docs/reports.md, "The small tables on the driver").
+than the table itself (docs/reports.md: steps 7 and 8 of "The plan of the facts step").
 
 Every table's columns and types are ``SCHEMAS``': the same as when Spark computed and wrote them, so the nights
 written before and after read as one dataset (``trends``).
@@ -24,12 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from inturn_reports.transform.outcomes import OUTCOMES
-from inturn_reports.transform.tables import LATENCY_EDGES_MS, Counted
+from inturn_reports.transform.tables import LATENCY_EDGES_MS, MEASURES, Counted
 
 _LONG, _DOUBLE, _STRING = pa.int64(), pa.float64(), pa.string()
 #: The summary's latency percentiles: level -> column suffix.
 _LEVELS = {0.5: "p50", 0.95: "p95", 0.99: "p99"}
-_MEASURES = ("ack", "e2e")
 #: The summary's counts in its column order; the latency percentiles go before the pairs, as the page shows them.
 _SUMMARY_COUNTS = ("messages", *OUTCOMES[:5], "retries", *OUTCOMES[5:11])
 _SUMMARY_PAIRS = OUTCOMES[11:]
@@ -57,7 +56,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("platform", _STRING),
         ("mode", _STRING),
         *[(name, _LONG) for name in _SUMMARY_COUNTS],
-        *[(f"{measure}_{label}_ms", _DOUBLE) for measure in _MEASURES for label in _LEVELS.values()],
+        *[(f"{measure}_{label}_ms", _DOUBLE) for measure in MEASURES for label in _LEVELS.values()],
         *[(name, _LONG) for name in _SUMMARY_PAIRS],
         *[(name, _DOUBLE) for name in (*_SUMMARY_RATES, "out_of_order_rate")],
     ),
@@ -203,7 +202,7 @@ def summary(c: CountedRows) -> pa.Table:
     keys = ("date", "platform", "mode")
     groups = _sums(c.cells.to_pylist(), keys, (*_SUMMARY_COUNTS, *_SUMMARY_PAIRS))
     levels = list(_LEVELS)
-    for measure in _MEASURES:
+    for measure in MEASURES:
         for key, counts in _value_counts(c.latencies, keys, measure).items():
             if key in groups:
                 for label, value in zip(_LEVELS.values(), percentiles(counts, levels), strict=True):

@@ -15,7 +15,7 @@ from inturn_reports.transform.outcomes import OUTCOMES, count_of, outcomes
 LATENCY_EDGES_MS = (10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 
 #: The latency measures, in the order ``counted`` pairs a message's latencies.
-_MEASURES = ("ack", "e2e")
+MEASURES = ("ack", "e2e")
 
 
 def _rate(part: str, whole: str) -> Column:
@@ -54,7 +54,7 @@ def counted(facts: DataFrame, params: ReportParams) -> Counted:
     both = facts.select(
         "date", "platform", "mode", F.posexplode(F.array("ack_latency_ms", "e2e_latency_ms")).alias("_measure", "ms")
     )
-    measure = F.get(F.array(*map(F.lit, _MEASURES)), F.col("_measure"))
+    measure = F.get(F.array(*map(F.lit, MEASURES)), F.col("_measure"))
     latencies = (
         both.where(F.col("ms").isNotNull())
         .groupBy("date", "platform", "mode", "_measure", "ms")
