@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system packages inturn's local stack needs, when missing (idempotent, quiet when done).
-# Java 17+ (Kafka, Spark), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, wrk, and a C
+# Java 17+ (Kafka, Spark) with its compiler (the report's pass over the rooms is Java), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, wrk, and a C
 # compiler (mypyc compiles the worker's hot path: docs/compiled.md).
 set -euo pipefail
 
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)

@@ -7,13 +7,11 @@ import datetime as dt
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from inturn.errors import ConfigError, InturnError
@@ -23,18 +21,13 @@ from inturn_reports.load import read_table, write_csv, write_jdbc, write_tables
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
 from inturn_reports.transform import (
-    Counted,
     ReportParams,
     TrendParams,
-    collect,
-    conform,
-    counted,
     latency_histogram,
-    message_facts,
     nightly,
-    outcomes,
     platforms,
-    rooms,
+    room_pass,
+    split,
     summary,
     timeline,
     worst_rooms,
@@ -44,8 +37,6 @@ from inturn_reports.transform.trends import NIGHTLY, SUMMED
 
 #: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
-#: The Spark job group of the facts' cache, built while the tables are planned (``_cache_in_background``).
-FACTS_JOB_GROUP = "inturn-report-facts"
 
 
 @dataclass(frozen=True)
@@ -75,62 +66,6 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-@dataclass(frozen=True)
-class Tables:
-    """What Spark computes of the report tables: the ``rooms`` table and the two counts (``counted``) the small
-    tables are summed from on the driver, and the persisted message facts they all read.
-
-    ``facts_cached``: the job building the facts' cache (``_cache_in_background``), under way since the facts were
-    planned; its result is the number of messages.
-    """
-
-    rooms: DataFrame
-    counted: Counted
-    facts: DataFrame
-    facts_cached: Future[int]
-
-    def release(self) -> None:
-        """Unpersist the facts."""
-        self.facts.unpersist()
-
-
-def build_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> Tables:
-    """The rooms table and the counts from the raw frames; the message facts they read are persisted.
-
-    The facts are kept in their ``outcomes`` form (9 columns, the yes/no outcomes as bits of one int):
-    building the copy costs per column, and no table needs the ids or raw timings.
-    """
-    # The facts (9.5M rows at 10M events) go to local disk, not the heap: the heap is what sets the process's
-    # peak, and the three passes that read them back (rooms, the two counts) read the OS's page cache.
-    facts = outcomes(message_facts(events, acks, params)).persist(StorageLevel.DISK_ONLY)
-    # The facts' cache (the report's one long job; every table reads it) is built from here on, while the driver
-    # plans what reads it, instead of after.
-    facts_cached = _cache_in_background(facts)
-    try:
-        per_room = rooms(facts, params)
-        counts = counted(facts, params)
-    except BaseException:
-        # Nothing will read the facts: stop building them rather than have the process wait for them at exit.
-        facts.sparkSession.sparkContext.cancelJobGroup(FACTS_JOB_GROUP)
-        raise
-    return Tables(per_room, counts, facts, facts_cached)
-
-
-def _cache_in_background(frame: DataFrame) -> Future[int]:
-    """Build the cache of ``frame`` (persisted) on a thread of its own, in the job group ``FACTS_JOB_GROUP``."""
-    context = frame.sparkSession.sparkContext
-
-    def build() -> int:
-        context.setJobGroup(FACTS_JOB_GROUP, "the message facts' cache", interruptOnCancel=True)
-        return frame.count()
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-facts")
-    try:
-        return pool.submit(build)
-    finally:
-        pool.shutdown(wait=False)
-
-
 def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
     until = to_ms + settings.report_grace_ms  # late acks of the range's messages still count
     if settings.report_source == "files":
@@ -146,18 +81,10 @@ def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms:
     )
 
 
-def _computed(built: Tables, params: ReportParams) -> dict[str, pa.Table]:
-    """Every report table, on the driver.
-
-    The facts' cache (every Spark job here reads it) is waited for first; then the rooms table and the two counts
-    are brought over side by side (two threads: each job's tasks already use both cores, and a third thread
-    gained nothing, docs/reports.md), and the small tables are summed from them (``small``).
-    """
-    built.facts_cached.result()  # two jobs at once would each compute the facts; a failure to build them raises here
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="report-collect") as pool:
-        room_rows = pool.submit(lambda: conform("rooms", built.rooms.toArrow()))
-        counts = pool.submit(collect, built.counted)
-        per_room, counted_rows = room_rows.result(), counts.result()
+def compute_tables(events: DataFrame, acks: DataFrame, params: ReportParams) -> dict[str, pa.Table]:
+    """Every report table, on the driver: the pass over the rooms (Spark's one job) brought over as Arrow, the
+    small tables summed from its counts (``small``)."""
+    per_room, counted_rows = split(room_pass(events, acks, params).toArrow())
     return {
         "summary": summary(counted_rows),
         "rooms": per_room,
@@ -204,8 +131,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
     )
     source = _extract(spark, settings, from_ms, to_ms)
-    built = build_tables(source.events, source.acks, params)
-    tables = _computed(built, params)
+    tables = compute_tables(source.events, source.acks, params)
     out = settings.report_out_dir
     write_tables(tables, out)
     rows = {name: _rows(tables[name], *order) for name, order in _PAGE_ORDER.items()}
@@ -240,7 +166,6 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
             )
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
-    built.release()
     source.release()
     return ReportRun(
         out_dir=out,

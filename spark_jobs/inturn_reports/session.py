@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from inturn_reports.jars import report_jars
+from inturn_reports.jars import pass_jar, report_jars
 
 #: Adaptive query execution, in both modes: Spark re-plans each stage from the sizes the previous
 #: one really wrote, merging small shuffle partitions and splitting skewed ones (a room with far
@@ -18,25 +18,6 @@ ADAPTIVE = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.adaptive.skewJoin.enabled": "true",
 }
-#: In both modes: how many groups a task's object-hash aggregation (the rooms' latency lists for their exact
-#: p95) holds before it falls back to sorting its input. Spark's default, 128, made the rooms table sort every
-#: fact; a room's buffer is a few dozen latencies (well under 2 KB), so 65,536 rooms stay under 128 MB a task.
-#: And no "fast" first-level hash map before each hash aggregation's own: it holds 65,536 keys, and the report's
-#: aggregations hold far more a task (1.2M messages, a few hundred thousand latency values at 10M events), so
-#: once it is full every row of another key still probed it (comparing keys) before the map that held it: half
-#: of the latency count's task time in a profile at 10M events, and 9% less task CPU of the whole report
-#: without it (two alternating runs of each at 2M events).
-AGGREGATION = {
-    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536",
-    "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
-}
-#: The facts' join of the acks known by platform message id to their events runs in the room's partition: both
-#: sides are shuffled by room, and Spark is to take that as co-partitioned for a join on (room, platform message
-#: id). By default it would shuffle both again by the two keys (``transform/facts.py``).
-CO_PARTITIONED = {"spark.sql.requireAllClusterKeysForCoPartition": "false"}
-#: Cached frames are stored as plain column batches: choosing an encoding per column (Spark's default) boxes every
-#: value into a hash map to count distinct ones, which cost more CPU than building the cache itself.
-CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 #: Local mode: the driver JVM is the whole of Spark, and its heap (``driver_memory``) is not what bounds
 #: its resident memory. Direct buffers may otherwise grow to the heap's size again (nothing in local mode
 #: needs many: no network shuffle, on-heap Parquet vectors), and glibc gives each of the JVM's threads
@@ -70,7 +51,8 @@ def spark_session(
     app_name: str = "inturn-report",
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """The active session, or a new one on ``master`` with the Kafka source and JDBC driver on its classpath.
+    """The active session, or a new one on ``master`` with the report's pass (and, ``with_jars``, the Kafka source
+    and JDBC driver) on its classpath.
 
     Under ``spark-submit`` (``SPARK_SUBMIT`` context already running) the cluster's settings win:
     ``master``, ``driver_memory`` and ``shuffle_partitions`` are only applied when this process
@@ -83,7 +65,7 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in {**ADAPTIVE, **AGGREGATION, **CO_PARTITIONED, **CACHE}.items():
+    for key, value in ADAPTIVE.items():
         builder = builder.config(key, value)
     if "SPARK_ENV_LOADED" not in os.environ:  # not launched by spark-submit: this process owns the JVM
         builder = (
@@ -101,6 +83,7 @@ def spark_session(
                 builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    if with_jars:
-        builder = builder.config("spark.jars", ",".join(str(p) for p in report_jars()))
+    # The report's own pass always; the Kafka source and the JDBC driver when asked for.
+    jars = [pass_jar(), *(report_jars() if with_jars else [])]
+    builder = builder.config("spark.jars", ",".join(str(p) for p in jars))
     return builder.getOrCreate()

@@ -13,7 +13,7 @@ import inturn_reports
 from inturn.settings.bridge import BridgeSettings
 from inturn.settings.webhook import WebhookSettings
 from inturn.settings.worker import WorkerSettings
-from tests.helm.chart import CHART, REPO, chart_tools
+from tests.helm.chart import CHART, REPO, Helm, chart_tools
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(900)]
 
@@ -62,3 +62,15 @@ def test_the_report_application_is_the_installed_entry_module_of_the_image() -> 
     assert f"VENV={venv}" in DOCKERFILE.read_text()
     assert application == Path(venv, "lib", f"python{minor.group(1)}", "site-packages", "inturn_reports", "__main__.py")
     assert (Path(inturn_reports.__file__).parent / application.name).is_file()
+
+
+def test_the_report_jars_are_built_into_the_folder_the_chart_puts_on_the_class_path(helm: Helm) -> None:
+    # The report's pass (compiled against the image's PySpark) and the Kafka source are called on the driver and
+    # run on the executors: both JVMs find them on their class path, from the image itself.
+    text = DOCKERFILE.read_text()
+    assert "pass_jar(), *report_jars()" in text and '"/opt/inturn/jars/"' in text
+    assert "openjdk-17-jdk-headless" in text  # javac, in the build stage
+    (cronjob,) = [m for m in helm.render() if m["kind"] == "CronJob" and m["metadata"]["name"].endswith("-report")]
+    command = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    for jvm in ("driver", "executor"):
+        assert f"--conf 'spark.{jvm}.extraClassPath=/opt/inturn/jars/*'" in command

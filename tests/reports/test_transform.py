@@ -4,26 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.testing import assertDataFrameEqual
+from pyspark.sql import SparkSession
 
 from inturn.schemas import Ack, AckStatus, Event, EventType, OrderingMode
-from inturn_reports.extract import EVENT_SCHEMA
 from inturn_reports.transform import (
     CountedRows,
     ReportParams,
-    collect,
-    conform,
-    counted,
     latency_histogram,
-    message_facts,
     platforms,
-    rooms,
+    room_pass,
+    split,
     summary,
     timeline,
     worst_rooms,
 )
+from inturn_reports.transform.facts import room_rows
 from tests.reports import fixture, oracle
 from tests.reports.conftest import acks_frame, assert_same_rows, events_frame
 from tests.reports.generator import generate
@@ -34,8 +31,12 @@ START = 1_790_200_800_000  # 2026-09-23 22:00 UTC: the 4 h range crosses midnigh
 SPAN = 4 * 3_600_000
 
 
-def _expected(spark: SparkSession, actual: DataFrame, rows: list[dict[str, Any]]) -> DataFrame:
-    return spark.createDataFrame([tuple(r[c] for c in actual.columns) for r in rows], actual.schema)
+Tables = tuple[pa.Table, CountedRows]
+
+
+def _tables(spark: SparkSession, events: list[Event], acks: list[Ack], params: ReportParams) -> Tables:
+    """The rooms table and the counts, as the job brings them to the driver."""
+    return split(room_pass(events_frame(spark, events), acks_frame(spark, acks), params).toArrow())
 
 
 @pytest.fixture(scope="module", params=["with dispatched events", "terminal events only"])
@@ -46,13 +47,8 @@ def generated(spark: SparkSession, request: pytest.FixtureRequest) -> dict[str, 
     # The range cuts off messages at both ends: those first seen before from or after to are not reported.
     params = ReportParams(from_ms=START + 600_000, to_ms=START + SPAN - 600_000, top_n=5, timeline_bucket_ms=900_000)
     msgs = oracle.messages(stream.events, stream.acks, params.from_ms, params.to_ms)
-    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params).cache()
-    return {"params": params, "msgs": msgs, "facts": facts, "dispatched": dispatched}
-
-
-def _counts(facts: DataFrame, params: ReportParams) -> CountedRows:
-    """The counts the small tables are summed from, on the driver as the job brings them."""
-    return collect(counted(facts, params))
+    rooms, counts = _tables(spark, stream.events, stream.acks, params)
+    return {"params": params, "msgs": msgs, "rooms": rooms, "counts": counts, "dispatched": dispatched}
 
 
 def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> None:
@@ -70,18 +66,19 @@ def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> Non
 
 
 def test_summary_counts_rates_and_percentiles_match_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
-    actual = summary(_counts(generated["facts"], generated["params"]))
+    actual = summary(generated["counts"])
     assert_same_rows(actual, oracle.summary(generated["msgs"]))
 
 
 def test_rooms_table_matches_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
-    actual = rooms(generated["facts"], generated["params"])
-    assertDataFrameEqual(actual, _expected(spark, actual, oracle.rooms(generated["msgs"])))
+    expected = oracle.rooms(generated["msgs"])
+    assert len(expected) > 40  # every room of the 48, some on both dates
+    assert_same_rows(generated["rooms"], expected)
 
 
 def test_worst_rooms_are_the_oracles_top_n_per_day_and_measure(generated: dict[str, Any]) -> None:
     params = generated["params"]
-    actual = worst_rooms(conform("rooms", rooms(generated["facts"], params).toArrow()), params.top_n)
+    actual = worst_rooms(generated["rooms"], params.top_n)
     expected = oracle.worst_rooms(oracle.rooms(generated["msgs"]), params.top_n)
     assert len(expected) > 10
     assert_same_rows(actual, expected)
@@ -89,37 +86,35 @@ def test_worst_rooms_are_the_oracles_top_n_per_day_and_measure(generated: dict[s
 
 def test_timeline_and_latency_histogram_match_the_oracle(generated: dict[str, Any]) -> None:
     params = generated["params"]
-    counts = _counts(generated["facts"], params)
+    counts = generated["counts"]
     assert_same_rows(timeline(counts), oracle.timeline(generated["msgs"], params.timeline_bucket_ms))
     assert_same_rows(latency_histogram(counts), oracle.latency_histogram(generated["msgs"]))
 
 
 def test_platforms_table_matches_the_oracle(generated: dict[str, Any]) -> None:
-    actual = platforms(_counts(generated["facts"], generated["params"]))
+    actual = platforms(generated["counts"])
     assert_same_rows(actual, oracle.platforms(generated["msgs"]))
 
 
 def test_no_events_gives_empty_tables(spark: SparkSession) -> None:
-    empty = spark.createDataFrame([], EVENT_SCHEMA)
     params = ReportParams(from_ms=0, to_ms=1)
-    facts = message_facts(empty, acks_frame(spark, []), params)
-    counts = _counts(facts, params)
+    rooms, counts = _tables(spark, [], [], params)
     assert summary(counts).num_rows == timeline(counts).num_rows == platforms(counts).num_rows == 0
-    assert worst_rooms(conform("rooms", rooms(facts, params).toArrow()), params.top_n).num_rows == 0
+    assert rooms.num_rows == worst_rooms(rooms, params.top_n).num_rows == 0
 
 
 def test_hand_checked_rooms_give_the_out_of_order_rates_worked_out_by_hand(spark: SparkSession) -> None:
     stream = fixture.hand_fixture(START)
     params = ReportParams(from_ms=START, to_ms=START + 10_000)
-    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params)
+    rooms, counts = _tables(spark, stream.events, stream.acks, params)
     room_cols = ["room_id", "pairs", "inverted", "out_of_order_rate", "ack_timeouts", "late_acks", "dead_letters",
                  "dispatch_violations"]  # fmt: skip
-    actual_rooms = rooms(facts, params).select(*room_cols)
-    assertDataFrameEqual(actual_rooms, [(room, *vals) for room, vals in fixture.ROOMS.items()])
+    expected_rooms = [dict(zip(room_cols, (room, *vals), strict=True)) for room, vals in fixture.ROOMS.items()]
+    assert_same_rows(rooms, expected_rooms, room_cols)
     group_cols = ["platform", "mode", "messages", "pairs", "inverted", "out_of_order_rate", "ack_timeouts",
                   "late_acks", "no_device_ts", "dispatch_violations"]  # fmt: skip
     expected_groups = [dict(zip(group_cols, (*key, *vals), strict=True)) for key, vals in fixture.GROUPS.items()]
-    assert_same_rows(summary(_counts(facts, params)), expected_groups, group_cols)
+    assert_same_rows(summary(counts), expected_groups, group_cols)
 
 
 def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platforms_acked_event_is_not(
@@ -138,12 +133,10 @@ def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platform
 
     events = [acked("tg-room", "telegram", "answered"), acked("wa-room", "whatsapp", None)]
     params = ReportParams(from_ms=START, to_ms=START + 10_000)
-    facts = message_facts(events_frame(spark, events), acks_frame(spark, []), params)
-    got = {
-        r["room_id"]: (r["first_ack_received_ms"], r["ack_latency_ms"], r["e2e_latency_ms"], r["acked"])
-        for r in facts.collect()
-    }
-    assert got == {"tg-room": (answered, 240, 340, True), "wa-room": (None, None, None, True)}
+    rooms, counts = _tables(spark, events, [], params)
+    got = {r["platform"]: (r["acked"], r["ack_p50_ms"], r["e2e_p50_ms"]) for r in summary(counts).to_pylist()}
+    assert got == {"telegram": (1, 240.0, 340.0), "whatsapp": (1, None, None)}
+    assert {r["room_id"]: r["e2e_p95_ms"] for r in rooms.to_pylist()} == {"tg-room": 340.0, "wa-room": None}
 
 
 def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_own_room(spark: SparkSession) -> None:
@@ -167,23 +160,20 @@ def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_ow
     events = [send("room-a"), send("room-b")]
     acks = [delivered("room-a", START + 400), delivered("room-b", START + 900), delivered("room-c", START + 200)]
     params = ReportParams(from_ms=START, to_ms=START + 10_000)
-    facts = message_facts(events_frame(spark, events), acks_frame(spark, acks), params)
-    got = {r["room_id"]: (r["device_ts_ms"], r["first_ack_received_ms"]) for r in facts.collect()}
-    assert got == {"room-a": (START + 400, START + 405), "room-b": (START + 900, START + 905)}
+    rooms, counts = _tables(spark, events, acks, params)
+    # Each message's first ack is its own room's delivery, received 5 ms after it (the rooms' end-to-end latency,
+    # from creation at START); both messages reached the device. Room C has no message: its ack counts nowhere.
+    got = {r["room_id"]: r["e2e_p95_ms"] for r in rooms.to_pylist()}
+    assert got == {"room-a": 405.0, "room-b": 905.0}
+    assert [(r["delivered"], r["no_device_ts"]) for r in summary(counts).to_pylist()] == [(2, 0)]
 
 
-def test_the_facts_shuffle_only_by_room_twice_and_join_the_acks_known_by_id_in_the_rooms_partition(
-    spark: SparkSession,
-) -> None:
-    # docs/reports.md, "The plan of the facts step": the events with the acks naming their message, and the acks
-    # known only by platform message id, each shuffled once by room; no other exchange (the join on (room, id) and
-    # the room-order windows run on the room partitioning: session.CO_PARTITIONED).
+def test_events_and_acks_are_shuffled_once_by_room_and_the_acks_read_once(spark: SparkSession) -> None:
+    # docs/reports.md, "The plan": one exchange, by room, of the events and all the acks (those known only by
+    # platform message id included); the pass over each room does the rest in the room's partition.
     stream = generate(seed=3, rooms=4, messages_per_room=3, start_ms=START, span_ms=SPAN)
-    params = ReportParams(from_ms=START, to_ms=START + SPAN)
-    facts = message_facts(events_frame(spark, stream.events), acks_frame(spark, stream.acks), params)
-    plan = facts._jdf.queryExecution().executedPlan().toString()
+    rows = room_rows(events_frame(spark, stream.events), acks_frame(spark, stream.acks))
+    plan = rows._jdf.queryExecution().executedPlan().toString()
     exchanges = [line.strip() for line in plan.splitlines() if "Exchange " in line]
-    assert len(exchanges) == 2, plan
-    assert all("hashpartitioning(room_id#" in line for line in exchanges), exchanges
-    assert "ShuffledHashJoin" in plan, plan
-    assert "LeftOuter" in plan, plan
+    assert len(exchanges) == 1, plan
+    assert "hashpartitioning(room_id#" in exchanges[0], exchanges

@@ -1,10 +1,10 @@
 """The small tables, computed on the driver from what Spark counted (Arrow tables, no Spark job each).
 
-Spark aggregates the message facts into the rooms table and the two counts (``tables.counted``): a few
-thousand cells and the distinct latency values per group, at most a few hundred thousand rows at 10M events.
-Everything the report shows besides is a sum or a ranking over those, so it is done here, in the driver's
-process: a Spark job per small table (plan, schedule, generate and compile code, write one file) cost more
-than the table itself (docs/reports.md: steps 7 and 8 of "The plan of the facts step").
+The pass over the rooms gives the rooms table and the two counts (``tables.split``): a few thousand cells and
+the distinct latency values per group, at most a few hundred thousand rows at 10M events. Everything the report
+shows besides is a sum or a ranking over those, so it is done here, in the driver's process: a Spark job per
+small table (plan, schedule, generate and compile code, write one file) cost more than the table itself
+(docs/reports.md).
 
 Every table's columns and types are ``SCHEMAS``': the same as when Spark computed and wrote them, so the nights
 written before and after read as one dataset (``trends``).
@@ -23,8 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from inturn_reports.transform.outcomes import OUTCOMES
-from inturn_reports.transform.tables import LATENCY_EDGES_MS, MEASURES, Counted
+from inturn_reports.transform.outcomes import LATENCY_EDGES_MS, MEASURES, OUTCOMES
 
 _LONG, _DOUBLE, _STRING = pa.int64(), pa.float64(), pa.string()
 #: The summary's latency percentiles: level -> column suffix.
@@ -42,7 +41,7 @@ _SUMMARY_RATES = {
 }
 _PLATFORM_COUNTS = ("messages", "delivered", "ack_timeouts", "pairs", "inverted")
 _TIMELINE_COUNTS = ("messages", "acked", "sent_unacked", "ack_timeouts", "late_acks", "dead_letters")
-_ROOM_COUNTS = ("ack_timeouts", "late_acks", "dead_letters", "pairs", "inverted", "dispatch_violations")
+ROOM_COUNTS = ("ack_timeouts", "late_acks", "dead_letters", "pairs", "inverted", "dispatch_violations")
 
 
 def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
@@ -66,7 +65,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("platform", _STRING),
         ("mode", _STRING),
         ("messages", _LONG),
-        *[(name, _LONG) for name in _ROOM_COUNTS],
+        *[(name, _LONG) for name in ROOM_COUNTS],
         ("e2e_p95_ms", _DOUBLE),
         ("out_of_order_rate", _DOUBLE),
     ),
@@ -103,15 +102,10 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class CountedRows:
-    """``tables.Counted`` brought to the driver: ``cells`` and ``latencies`` as Arrow tables."""
+    """The two counts the small tables are summed from (``tables.split``): ``cells`` and ``latencies``."""
 
     cells: pa.Table
     latencies: pa.Table
-
-
-def collect(counts: Counted) -> CountedRows:
-    """Both counts as Arrow tables (two Spark jobs, one per count)."""
-    return CountedRows(counts.cells.toArrow(), counts.latencies.toArrow())
 
 
 def table(name: str, rows: Iterable[Mapping[str, Any]]) -> pa.Table:
