@@ -26,16 +26,12 @@ final class Partition {
 
   // The partition's rows, one array per column (NULL / NULL_INT for null; -1 for a null string's position).
   private int n;
-  private int[] room = new int[1 << 14], flags = new int[1 << 14], mode = new int[1 << 14],
-      part = new int[1 << 14], platform = new int[1 << 14];
-  private long[] offset = new long[1 << 14], created = new long[1 << 14], t1 = new long[1 << 14],
-      t2 = new long[1 << 14], t3 = new long[1 << 14];
-  private int[] msgAt = new int[1 << 14], msgLen = new int[1 << 14], pmidAt = new int[1 << 14],
-      pmidLen = new int[1 << 14];
+  private int[] room, flags, mode, part, platform, msgAt, msgLen, pmidAt, pmidLen;
   /** Each message id's and platform message id's hash: rows are sorted by it first, then by the bytes. */
-  private int[] msgHash = new int[1 << 14], pmidHash = new int[1 << 14];
+  private int[] msgHash, pmidHash;
+  private long[] offset, created, t1, t2, t3;
   /** The bytes of every row's message id and platform message id. */
-  private byte[] arena = new byte[1 << 18];
+  private byte[] arena;
   private int arenaUsed;
 
   /** The rooms seen, in the order first seen (null: a null room id), and an open-addressing index of them. */
@@ -59,10 +55,23 @@ final class Partition {
   private final KeyIndex latencies = new KeyIndex();
   private long[] latencyCounts = new long[1 << 10];
 
+  /** The most rows and string bytes a task of this JVM held: the next one starts with that much room, instead of
+   * growing its columns from small (each growth a copy, and garbage for the collector). */
+  private static volatile int lastRows = 1 << 14, lastBytes = 1 << 18;
+
   Partition(RoomPass.Params p) {
     this.p = p;
     this.m = p.masks;
     this.o = p.ordinals;
+    allocate(lastRows + (lastRows >> 3));
+    arena = new byte[lastBytes + (lastBytes >> 3)];
+  }
+
+  private void allocate(int size) {
+    room = new int[size]; flags = new int[size]; mode = new int[size]; part = new int[size];
+    platform = new int[size]; msgAt = new int[size]; msgLen = new int[size]; pmidAt = new int[size];
+    pmidLen = new int[size]; msgHash = new int[size]; pmidHash = new int[size];
+    offset = new long[size]; created = new long[size]; t1 = new long[size]; t2 = new long[size]; t3 = new long[size];
   }
 
   /** A cell's or latency value's group as one long: day, platform code, mode key and measure (-1 for a cell). */
@@ -72,6 +81,8 @@ final class Partition {
 
   Iterator<InternalRow> run(Iterator<InternalRow> input) {
     while (input.hasNext()) copy(input.next());
+    lastRows = Math.max(lastRows, n);
+    lastBytes = Math.max(lastBytes, arenaUsed);
     inRoomOrder(groupedByRoom());
     int[] start = new int[rooms.size() + 1];
     for (int i = 0; i < n; i++) start[room[i] + 1]++;
@@ -227,24 +238,17 @@ final class Partition {
   /** Puts the rows in the order of {@code byRoom}, so that each room's rows are next to each other in every column
    * (the work on a room then reads memory in order, not all over the partition). */
   private void inRoomOrder(int[] byRoom) {
-    room = gather(room, byRoom); flags = gather(flags, byRoom); mode = gather(mode, byRoom);
-    part = gather(part, byRoom); platform = gather(platform, byRoom);
-    offset = gather(offset, byRoom); created = gather(created, byRoom); t1 = gather(t1, byRoom);
-    t2 = gather(t2, byRoom); t3 = gather(t3, byRoom);
-    msgAt = gather(msgAt, byRoom); msgLen = gather(msgLen, byRoom); msgHash = gather(msgHash, byRoom);
-    pmidAt = gather(pmidAt, byRoom); pmidLen = gather(pmidLen, byRoom); pmidHash = gather(pmidHash, byRoom);
-  }
-
-  private int[] gather(int[] values, int[] at) {
-    int[] out = new int[n];
-    for (int i = 0; i < n; i++) out[i] = values[at[i]];
-    return out;
-  }
-
-  private long[] gather(long[] values, int[] at) {
-    long[] out = new long[n];
-    for (int i = 0; i < n; i++) out[i] = values[at[i]];
-    return out;
+    int[] ints = new int[n];
+    for (int[] column : new int[][] {room, flags, mode, part, platform, msgAt, msgLen, msgHash, pmidAt, pmidLen,
+        pmidHash}) {
+      for (int i = 0; i < n; i++) ints[i] = column[byRoom[i]];
+      System.arraycopy(ints, 0, column, 0, n);
+    }
+    long[] longs = new long[n];
+    for (long[] column : new long[][] {offset, created, t1, t2, t3}) {
+      for (int i = 0; i < n; i++) longs[i] = column[byRoom[i]];
+      System.arraycopy(longs, 0, column, 0, n);
+    }
   }
 
   // ---- one room -------------------------------------------------------------------------------------------
