@@ -14,6 +14,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
 import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /** One task of {@link RoomPass}: its partition's rows copied into columns, then one room at a time. */
@@ -265,18 +266,29 @@ final class Partition {
     return aLen - bLen;
   }
 
-  /** An order of the rows by platform message id (its hash, then its bytes): equal ids are next to each other. */
-  private int comparePmid(int a, int b) {
-    int c = Integer.compare(pmidHash[a], pmidHash[b]);
-    return c != 0 ? c : compareBytes(pmidAt[a], pmidLen[a], pmidAt[b], pmidLen[b]);
+  /** An order of strings of the arena that only groups equal ones (by hash, length, then bytes; nulls first):
+   * equal strings compare as one word at a time, and only strings whose hash and length agree compare bytes. */
+  private int compareGrouping(int aHash, int aAt, int aLen, int bHash, int bAt, int bLen) {
+    if (aLen < 0 || bLen < 0) return Integer.compare(aLen < 0 ? 0 : 1, bLen < 0 ? 0 : 1);
+    int c = aHash != bHash ? Integer.compare(aHash, bHash) : Integer.compare(aLen, bLen);
+    if (c != 0) return c;
+    long offset = Platform.BYTE_ARRAY_OFFSET;
+    if (ByteArrayMethods.arrayEquals(arena, offset + aAt, arena, offset + bAt, aLen)) return 0;
+    return compareBytes(aAt, aLen, bAt, bLen);
   }
 
-  /** An order of the rows by message (id, then platform): each message's rows are next to each other. */
+  /** An order of the rows by platform message id that puts equal ids next to each other. */
+  private int comparePmid(int a, int b) {
+    return compareGrouping(pmidHash[a], pmidAt[a], pmidLen[a], pmidHash[b], pmidAt[b], pmidLen[b]);
+  }
+
+  /** An order of the rows by message (id, then platform) that puts each message's rows next to each other. */
   private int compareMessage(int a, int b) {
-    int c = msgLen[a] < 0 || msgLen[b] < 0 ? 0 : Integer.compare(msgHash[a], msgHash[b]);
-    if (c == 0) c = compareBytes(msgAt[a], msgLen[a], msgAt[b], msgLen[b]);
+    int c = compareGrouping(msgHash[a], msgAt[a], msgLen[a], msgHash[b], msgAt[b], msgLen[b]);
     return c != 0 ? c : Integer.compare(platform[a], platform[b]);
   }
+
+  private final Sorting.IndexOrder byMessage = this::compareMessage, byPmid = this::comparePmid;
 
   private void room(int r, int from, int to) {
     int size = to - from;
@@ -295,7 +307,7 @@ final class Partition {
       }
     }
     int groups = pmidGroups(np);
-    Sorting.sort(msgRows, nm, ids, this::compareMessage);
+    Sorting.sort(msgRows, nm, ids, byMessage);
     int messages = 0;
     msgs.ensure(nm);
     for (int i = 0; i < nm; ) {
@@ -311,7 +323,7 @@ final class Partition {
 
   /** The acks known by platform message id, combined per id into {@code g*} (sorted by id); their number. */
   private int pmidGroups(int np) {
-    Sorting.sort(pmidRows, np, ids, this::comparePmid);
+    Sorting.sort(pmidRows, np, ids, byPmid);
     int groups = 0;
     for (int i = 0; i < np; ) {
       int row = pmidRows[i];
