@@ -26,15 +26,16 @@ class ReportSettings(KafkaSettings):
     report_out_dir: Path = Field(Path("reports"), description="Where the tables, summary.csv and report.html go.")
     report_master: str = Field("local[2]", description="Spark master when not launched by spark-submit.")
     report_shuffle_partitions: int = Field(
-        16,
+        200,
         ge=1,
-        description="spark.sql.shuffle.partitions in local mode (at 8, a task's per-message hash map and the room's "
-        "acks by platform message id did not fit its share of the heap at 10M events, and spilled).",
+        description="spark.sql.shuffle.partitions in local mode: the most partitions the shuffle by room starts "
+        "from; adaptive execution merges them to about 32 MB each, so what a task of the pass over the rooms holds "
+        "stays about the same whatever the input's size (34 partitions at 10M events).",
     )
     report_driver_memory: str = Field(
         "1536m",
         description="spark.driver.memory in local mode (the heap holds what a task of the pass over the rooms "
-        "copies of its partition, about 170 MB a task at 10M events and 16 partitions, beside Spark's own).",
+        "copies of its partition, about 85 MB a task at 10M events, beside Spark's own).",
     )
     report_top_n: int = Field(10, ge=1, description="How many worst rooms to list per measure and day.")
     report_nights: int = Field(

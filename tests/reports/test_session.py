@@ -28,3 +28,11 @@ def _vm_option(spark: SparkSession, name: str) -> str:
 )
 def test_the_local_driver_jvm_runs_with_the_sessions_options(spark: SparkSession, option: str, value: str) -> None:
     assert _vm_option(spark, option) == value
+
+
+def test_the_local_session_merges_the_shuffle_by_size_and_carries_the_reports_pass(spark: SparkSession) -> None:
+    # A task of the pass over the rooms holds its whole partition: its size, not the input's, must bound it.
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.sql.adaptive.coalescePartitions.parallelismFirst") == "false"
+    assert conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes") == "32m"
+    assert any(jar.endswith("/inturn-reports.jar") for jar in (conf.get("spark.jars") or "").split(","))
