@@ -222,6 +222,9 @@ final class Partition {
 
   private int platformOf(UTF8String s) {
     for (int i = 0; i < platforms.size(); i++) if (s.equals(platforms.get(i))) return i;
+    if (platforms.size() == 0xffff) { // a code is 16 bits of a group key, and 0xffff is a null platform's
+      throw new IllegalStateException("more than 65,535 distinct platform names in one partition of the report");
+    }
     platforms.add(s.clone());
     return platforms.size() - 1;
   }
