@@ -277,8 +277,8 @@ def components(results: Results) -> list[str]:
     if p and (floor := p.get("floor")) is not None:
         rows.append(
             [
-                "the report's floor (`bench_report floor`: scan, one shuffle of events and acks by room, one hash "
-                "aggregation per message; nothing else) vs the plain scan",
+                "the report's floor (`bench_report floor`: scan, one shuffle of events and acks by room; nothing "
+                "else) vs the plain scan",
                 f"{figure(floor.get('seconds'))} s",
                 f"{figure(dig(p, 'baseline_scan', 'seconds'))} s plain scan",
                 figure(p.get("ratio_floor_to_scan"), 2),
@@ -419,10 +419,7 @@ def _report_reading(p: Mapping[str, Any], seconds: float) -> str:
         higher = "no higher than" if peak <= ceiling else "higher than"
         line += f"; peak memory {peak:g} MiB, {higher} its {ceiling:g} MiB ceiling (issue 21's report)"
     if (floor := p.get("ratio_floor_to_scan")) is not None:
-        line += (
-            f"; its floor (scan, one shuffle by room, one aggregation per message; nothing else) took {floor:g}x "
-            "the scan"
-        )
+        line += f"; its floor (scan and one shuffle by room; nothing else) took {floor:g}x the scan"
     return f"{line} {load}" + _earlier(p)
 
 
