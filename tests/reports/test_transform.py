@@ -168,6 +168,29 @@ def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_ow
     assert [(r["delivered"], r["no_device_ts"]) for r in summary(counts).to_pylist()] == [(2, 0)]
 
 
+def test_a_message_reaching_the_device_at_the_same_moment_as_the_one_before_is_not_inverted(
+    spark: SparkSession,
+) -> None:
+    # "Inverted" is strictly earlier (docs/reports.md, Definitions): m2 reaches the device with m1, m3 before them.
+    def sent(message: str, offset: int) -> Event:
+        return Event(
+            type=EventType.SENT, room_id="tie", message_id=message, platform="whatsapp", partition=0, offset=offset,
+            worker_id="w1", mode=OrderingMode.NONE, ts_ms=START + offset, created_at_ms=START,
+            sent_at_ms=START + offset, platform_message_id=f"wamid.{message}",
+        )  # fmt: skip
+
+    def delivered(message: str, at: int) -> Ack:
+        return Ack(
+            room_id="tie", message_id=message, platform="whatsapp", platform_message_id=f"wamid.{message}",
+            status=AckStatus.DELIVERED, platform_ts_ms=at, received_at_ms=at + 5,
+        )  # fmt: skip
+
+    events = [sent("m1", 0), sent("m2", 1), sent("m3", 2)]
+    acks = [delivered("m1", START + 500), delivered("m2", START + 500), delivered("m3", START + 499)]
+    rooms, _ = _tables(spark, events, acks, ReportParams(from_ms=START, to_ms=START + 10_000))
+    assert [(r["pairs"], r["inverted"], r["out_of_order_rate"]) for r in rooms.to_pylist()] == [(2, 1, 0.5)]
+
+
 def test_events_and_acks_are_shuffled_once_by_room_and_the_acks_read_once(spark: SparkSession) -> None:
     # docs/reports.md, "The plan": one exchange, by room, of the events and all the acks (those known only by
     # platform message id included); the pass over each room does the rest in the room's partition.
