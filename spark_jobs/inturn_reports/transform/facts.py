@@ -43,20 +43,19 @@ from inturn.schemas import ANSWERED, TERMINAL_EVENTS, AckStatus, EventType, Orde
 from inturn_reports.transform.outcomes import OUTCOMES
 
 _KEY = ["room_id", "message_id"]
-#: The modes in sort order: a message's mode travels through the aggregation as its 1-based position
-#: here (a number aggregates in a hash table, a string would make Spark sort), and min() of positions
-#: is min() of names.
+#: The modes in sort order: an event's mode travels to the pass as its 1-based position here (0 for a mode
+#: not among them), and the pass takes the least position of a message's events, which is the least name.
 _MODES = tuple(sorted(m.value for m in OrderingMode))
 _TERMINAL = tuple(sorted(t.value for t in TERMINAL_EVENTS))
-#: One bit per event type and per ack status: a message's rows are combined with bit_or, so every
-#: "was there one?" the facts ask takes one fixed-width buffer together instead of one each.
+#: One bit per event type and per ack status: the pass combines a message's rows with bit-or, so every
+#: "was there one?" the facts ask is one bit of one int.
 _EVENT_BIT = {kind.value: 1 << i for i, kind in enumerate(EventType)}
 _ACK_BIT = {status.value: 1 << (16 + i) for i, status in enumerate(AckStatus)}
 #: Marks an ack's row in ``_flags`` (the statuses' bits alone do not: an ack of an unknown status has none).
 _ACK_ROW = 1 << 30
 _TERMINAL_BITS = sum(_EVENT_BIT[t] for t in _TERMINAL)
-#: The one narrow row shape of events and acks: the per-message aggregation tells an event's values from an
-#: ack's by ``_ACK_ROW``, so three time columns serve both (null where the row says nothing of them):
+#: The one narrow row shape of events and acks: the pass tells an event's values from an ack's by
+#: ``_ACK_ROW``, so three time columns serve both (null where the row says nothing of them):
 #: ``_t1``: an event's ``ts_ms``, an ack's ``delivered`` platform time; ``_t2``: an event's send time (a
 #: ``dispatched`` event's ``sent_at_ms`` or ``ts_ms``, a terminal event's ``sent_at_ms``), an ack's ``sent``
 #: platform time; ``_t3``: a synchronous platform's answer (``acked`` with detail ``answered``), an ack's
