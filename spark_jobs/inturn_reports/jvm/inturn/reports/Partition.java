@@ -136,24 +136,21 @@ final class Partition {
     t1[n] = longAt(r, RoomPass.Columns.T1);
     t2[n] = longAt(r, RoomPass.Columns.T2);
     t3[n] = longAt(r, RoomPass.Columns.T3);
-    int msg = o[RoomPass.Columns.MESSAGE_ID], pmid = o[RoomPass.Columns.PMID];
-    if (r.isNullAt(msg)) {
-      msgLen[n] = -1;
-    } else {
-      UTF8String s = r.getUTF8String(msg);
-      msgAt[n] = store(s);
-      msgLen[n] = s.numBytes();
-      msgHash[n] = s.hashCode();
-    }
-    if (r.isNullAt(pmid)) {
-      pmidLen[n] = -1;
-    } else {
-      UTF8String s = r.getUTF8String(pmid);
-      pmidAt[n] = store(s);
-      pmidLen[n] = s.numBytes();
-      pmidHash[n] = s.hashCode();
-    }
+    copyId(r, RoomPass.Columns.MESSAGE_ID, msgAt, msgLen, msgHash);
+    copyId(r, RoomPass.Columns.PMID, pmidAt, pmidLen, pmidHash);
     n++;
+  }
+
+  /** Row {@code n}'s string in {@code column} into the arena: where, how long (-1 for null) and its hash. */
+  private void copyId(InternalRow r, int column, int[] at, int[] len, int[] hash) {
+    if (r.isNullAt(o[column])) {
+      len[n] = -1;
+      return;
+    }
+    UTF8String s = r.getUTF8String(o[column]);
+    at[n] = store(s);
+    len[n] = s.numBytes();
+    hash[n] = s.hashCode();
   }
 
   private int intAt(InternalRow r, int column) {
