@@ -4,8 +4,8 @@ source and the PostgreSQL JDBC driver (``report_jars``).
 The pass (``jvm/``, Java) is compiled against the installed PySpark's own jars on first use (needs a JDK's
 ``javac`` then) and cached under ``~/.cache/inturn/report-pass-<spark>-<digest of its sources>/``.
 
-They are resolved from Maven Central with ``spark_jobs/pom.xml`` on first use and cached under
-``~/.cache/inturn/spark-jars-<spark>-<scala>/``. The Kafka source is resolved for exactly the
+The Kafka source and the JDBC driver are resolved from Maven Central with ``spark_jobs/pom.xml`` on first use
+and cached under ``~/.cache/inturn/spark-jars-<spark>-<scala>/``. The Kafka source is resolved for exactly the
 installed PySpark version and Scala binary version, so the two can never drift apart. Jars PySpark
 already ships (scala-library, slf4j, lz4, hadoop client...) are dropped so its own copies win.
 """

@@ -36,8 +36,8 @@ LOCAL_JVM_OPTIONS = f"-XX:MaxDirectMemorySize=256m -XX:+UseParallelGC {JIT}"
 LOCAL_JVM_ENV = {"MALLOC_ARENA_MAX": "2"}
 #: Local mode: AQE merges the shuffle's partitions by size (32 MB of shuffle output each, about 1M rows of the
 #: narrow row), not down to the cores: a task of the pass over the rooms holds its whole partition in arrays, so
-#: the partition's size, not the input's, sets what a task holds (about 85 MB at 10M events, 34 partitions; the
-#: same time as 16 partitions of twice the size, two alternated pairs on 2026-11-26).
+#: the partition's size, not the input's, sets what a task holds (34 partitions at 10M events, about 85 MB a task
+#: by its arrays' sizes; the same time as 16 partitions of twice the size, two alternated pairs on 2026-11-26).
 LOCAL_ADAPTIVE = {
     "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
     "spark.sql.adaptive.advisoryPartitionSizeInBytes": "32m",

@@ -35,7 +35,7 @@ class ReportSettings(KafkaSettings):
     report_driver_memory: str = Field(
         "1536m",
         description="spark.driver.memory in local mode (the heap holds what a task of the pass over the rooms "
-        "copies of its partition, about 85 MB a task at 10M events, beside Spark's own).",
+        "copies of its partition, about 85 MB a task at 10M events by its arrays' sizes, beside Spark's own).",
     )
     report_top_n: int = Field(10, ge=1, description="How many worst rooms to list per measure and day.")
     report_nights: int = Field(
