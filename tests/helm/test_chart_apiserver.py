@@ -123,6 +123,9 @@ def test_install_then_upgrade_against_the_api_server(helm: Helm, api: ApiServer,
     flags = [a for f in files for a in ("-f", str(f))]
     install = kube(helm, api, "install", RELEASE, str(CHART), "-n", namespace, "--no-hooks", *flags)
     assert install.returncode == 0, install.stderr
+    # NOTES warns loudly exactly when the bridge takes unauthenticated pushes (the isolated scenario opts out).
+    opted_out = ((values_of(files).get("bridge") or {}).get("push") or {}).get("allowUnauthenticated") is True
+    assert ("WARNING: UNAUTHENTICATED PUSH" in install.stdout) == opted_out, install.stdout
     upgrade = kube(
         helm, api, "upgrade", RELEASE, str(CHART), "-n", namespace, "--no-hooks", *flags,
         "--set", "commonLabels.inturn-upgraded=yes",

@@ -210,18 +210,10 @@ def test_push_mode_without_audience_and_email_fails_to_render(helm: Helm, config
     assert "bridge.push.allowUnauthenticated" in result.stderr
 
 
-def test_the_unauthenticated_opt_out_renders_and_warns_loudly(helm: Helm, tmp_path: Path) -> None:
-    values = {"bridge": {"mode": "push", "push": {"allowUnauthenticated": True}}}
-    manifests = helm.render(values)
+def test_the_unauthenticated_opt_out_renders(helm: Helm) -> None:
+    # NOTES' loud warning is checked where helm prints NOTES: the install on the API server (test_chart_apiserver).
+    manifests = helm.render({"bridge": {"mode": "push", "push": {"allowUnauthenticated": True}}})
     assert configmap(manifests, "bridge")["INTURN_BRIDGE_PUSH_ALLOW_UNAUTHENTICATED"] == "true"
-    file = tmp_path / "values.yaml"
-    file.write_text(yaml.safe_dump(values))
-    notes = helm.run("install", "rel", str(CHART), "-n", "inturn", "--dry-run=client", "-f", str(file))
-    assert notes.returncode == 0, notes.stderr
-    assert "WARNING: UNAUTHENTICATED PUSH" in notes.stdout
-    quiet = helm.run("install", "rel", str(CHART), "-n", "inturn", "--dry-run=client")
-    assert quiet.returncode == 0, quiet.stderr
-    assert "UNAUTHENTICATED" not in quiet.stdout
 
 
 def test_authenticated_push_renders_with_the_opt_out_off(helm: Helm) -> None:

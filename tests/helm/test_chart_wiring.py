@@ -62,7 +62,13 @@ def test_monitors_ingresses_and_policies_reach_what_exists(helm: Helm, files: tu
     manifests = helm.render(files=files)
     services = of_kind(manifests, "Service")
     for monitor in of_kind(manifests, "ServiceMonitor"):
-        selected = [s for s in services if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
+        selector = monitor["spec"]["selector"]
+        absent = {e["key"] for e in selector.get("matchExpressions", []) if e["operator"] == "DoesNotExist"}
+        selected = [
+            s
+            for s in services
+            if selects(selector["matchLabels"], s["metadata"]["labels"]) and not absent & set(s["metadata"]["labels"])
+        ]
         assert len(selected) == 1
         assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {p["name"] for p in selected[0]["spec"]["ports"]}
     by_name = {s["metadata"]["name"]: s for s in services}
@@ -71,10 +77,24 @@ def test_monitors_ingresses_and_policies_reach_what_exists(helm: Helm, files: tu
             for path in rule["http"]["paths"]:
                 backend = path["backend"]["service"]
                 assert backend["port"]["name"] in {p["name"] for p in by_name[backend["name"]]["spec"]["ports"]}
-    workloads = service_workloads(manifests) + of_kind(manifests, "CronJob")
+    workloads = service_workloads(manifests) + of_kind(manifests, "CronJob") + of_kind(manifests, "Job")
+    executor_labels = spark_executor_labels(manifests)
     for policy in of_kind(manifests, "NetworkPolicy"):
         selector = policy["spec"]["podSelector"]["matchLabels"]
-        assert [w for w in workloads if selects(selector, pod_labels(w))], policy["metadata"]["name"]
+        pods = [pod_labels(w) for w in workloads] + ([executor_labels] if executor_labels else [])
+        assert [labels for labels in pods if selects(selector, labels)], policy["metadata"]["name"]
+
+
+def spark_executor_labels(manifests: list[Manifest]) -> dict[str, str]:
+    """The labels spark-submit puts on executor pods (its spark.kubernetes.executor.label.* confs), if any."""
+    labels = {}
+    for cronjob in of_kind(manifests, "CronJob"):
+        for container in containers(cronjob):
+            for part in " ".join(container.get("args", [])).split("--conf "):
+                key, _, value = part.split()[0].partition("=") if part.split() else ("", "", "")
+                if key.startswith("spark.kubernetes.executor.label."):
+                    labels[key.removeprefix("spark.kubernetes.executor.label.")] = value
+    return labels
 
 
 @pytest.mark.parametrize("files", SCENARIOS)
@@ -89,6 +109,8 @@ def test_configmaps_and_service_accounts_the_pods_name_are_rendered(helm: Helm, 
         assert spec.get("serviceAccountName", "default") in accounts
         for container in containers(manifest):
             for source in container.get("envFrom", []):
+                if source.get("configMapRef", {}).get("optional"):
+                    continue  # an operator's optional extra (extraEnvFrom), not the chart's
                 assert source["configMapRef"]["name"] in configmaps
         for volume in spec.get("volumes", []):
             if "configMap" in volume:

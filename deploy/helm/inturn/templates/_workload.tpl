@@ -31,7 +31,7 @@ spec:
   {{- if .statefulset }}
   # Stable pod names (<name>-0, -1, ...) are the members' group.instance.id: a restarted pod takes its partitions
   # back without a rebalance. Pods start and stop in parallel; an update replaces one pod at a time.
-  serviceName: {{ $name }}-headless
+  serviceName: {{ include "inturn.componentName" (dict "ctx" $ctx "component" (printf "%s-headless" .component)) }}
   podManagementPolicy: Parallel
   updateStrategy:
     type: RollingUpdate
@@ -188,7 +188,7 @@ reaches a pod that is still starting). Labelled so that the ServiceMonitor does 
 apiVersion: v1
 kind: Service
 metadata:
-  name: {{ include "inturn.componentName" . }}-headless
+  name: {{ include "inturn.componentName" (dict "ctx" .ctx "component" (printf "%s-headless" .component)) }}
   namespace: {{ .ctx.Release.Namespace }}
   labels:
     {{- include "inturn.labels" . | nindent 4 }}
