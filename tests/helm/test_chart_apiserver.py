@@ -188,6 +188,10 @@ def report_account(manifests: list[Manifest]) -> tuple[str, str]:
     return account["metadata"]["namespace"], account["metadata"]["name"]
 
 
+#: The report's own namespace of the isolated release the RBAC tests install.
+ISOLATED_REPORTS = "rbac-isolated-reports"
+
+
 @pytest.fixture(scope="module")
 def installed(helm: Helm, api: ApiServer) -> dict[str, tuple[str, str]]:
     """The default and the isolated scenario installed; the report's ServiceAccount of each."""
@@ -196,6 +200,9 @@ def installed(helm: Helm, api: ApiServer) -> dict[str, tuple[str, str]]:
         namespace = f"rbac-{name}"
         prepare(api, namespace, files)
         flags = [a for f in files for a in ("-f", str(f))]
+        if files:  # the install test above already has a release's report in the file's namespace
+            api.create_namespace(ISOLATED_REPORTS)
+            flags += ["--set", f"report.namespace={ISOLATED_REPORTS}"]
         result = kube(helm, api, "install", RELEASE, str(CHART), "-n", namespace, "--no-hooks", *flags)
         assert result.returncode == 0, result.stderr
         rendered = helm.run("template", RELEASE, str(CHART), "--namespace", namespace, *flags)
@@ -233,7 +240,7 @@ def test_an_isolated_report_reaches_nothing_of_the_services(
     api: ApiServer, installed: dict[str, tuple[str, str]]
 ) -> None:
     namespace, name = installed["isolated"]
-    assert namespace == "inturn-reports"
+    assert namespace == ISOLATED_REPORTS
     user = service_account_user(namespace, name)
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
     for verb, resource in [("create", "pods"), ("delete", "pods"), ("get", "configmaps"), ("list", "services")]:

@@ -195,19 +195,30 @@ def test_the_room_api_token_comes_from_an_optional_secret_key(default_manifests:
 
 
 @pytest.mark.parametrize(
-    "config",
+    ("config", "missing"),
     [
-        {},
-        {"bridge_oidc_audience": "https://push.example.com/push"},
-        {"bridge_oidc_email": "p@x.iam.gserviceaccount.com"},
+        ({}, ["bridge_oidc_audience", "bridge_oidc_email"]),
+        ({"bridge_oidc_audience": "https://push.example.com/push"}, ["bridge_oidc_email"]),
+        ({"bridge_oidc_email": "p@x.iam.gserviceaccount.com"}, ["bridge_oidc_audience"]),
     ],
     ids=["neither", "audience-only", "email-only"],
 )
-def test_push_mode_without_audience_and_email_fails_to_render(helm: Helm, config: dict[str, str]) -> None:
-    result = helm.template_text({"bridge": {"mode": "push", "config": {"bridge_project": "p", **config}}})
+def test_push_mode_without_audience_and_email_fails_to_render(
+    helm: Helm, config: dict[str, str], missing: list[str], tmp_path: Path
+) -> None:
+    values = {"bridge": {"mode": "push", "config": {"bridge_project": "p", **config}}}
+    result = helm.template_text(values)
     assert result.returncode != 0
-    assert "bridge_oidc_audience and bridge.config.bridge_oidc_email" in result.stderr
-    assert "bridge.push.allowUnauthenticated" in result.stderr
+    assert "schema" in result.stderr
+    for name in missing:
+        assert name in result.stderr
+    # The chart's own check says the same (and names the opt-out) when the schema is skipped.
+    file = tmp_path / "values.yaml"
+    file.write_text(yaml.safe_dump(values))
+    unchecked = helm.run("template", "rel", str(CHART), "-f", str(file), "--skip-schema-validation")
+    assert unchecked.returncode != 0
+    assert "bridge_oidc_audience and bridge.config.bridge_oidc_email" in unchecked.stderr
+    assert "bridge.push.allowUnauthenticated" in unchecked.stderr
 
 
 def test_the_unauthenticated_opt_out_renders(helm: Helm) -> None:
