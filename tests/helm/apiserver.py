@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -88,6 +89,18 @@ class ApiServer:
                 return result
         except urllib.error.HTTPError as exc:
             raise ApiError(exc.code, exc.read().decode(errors="replace")) from exc
+
+    def wait_established(self, crd: str, timeout: float = 60.0) -> None:
+        """Polls until the API server serves a CustomResourceDefinition (condition Established), or fails."""
+        deadline = time.monotonic() + timeout
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+        while True:
+            conditions = self.request("GET", path).get("status", {}).get("conditions", [])
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{crd} not established within {timeout} s: {conditions}")
+            time.sleep(0.2)
 
     def create_namespace(self, name: str) -> None:
         """A namespace (and its default ServiceAccount, which no controller creates here)."""

@@ -73,8 +73,11 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
-        for crd in yaml.safe_load_all(apiserver.CRDS.read_text()):
+        crds = list(yaml.safe_load_all(apiserver.CRDS.read_text()))
+        for crd in crds:
             server.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        for crd in crds:
+            server.wait_established(crd["metadata"]["name"])
         yield server
     finally:
         apiserver.stop(directory)
