@@ -28,9 +28,11 @@ build() {
   flock 9
   if [[ ! -x "$APISERVER" ]]; then
     echo "kube-apiserver: building $K8S_VERSION from the Go module proxy (about 4 minutes the first time)..." >&2
-    local src gomod
-    src="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
-    trap 'rm -rf "$src"' EXIT
+    local gomod
+    # Global, not local: the EXIT trap runs after this function has returned.
+    BUILD_DIR="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
+    trap 'rm -rf "${BUILD_DIR:-}"' EXIT
+    local src="$BUILD_DIR"
     gomod="$(cd "$src" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
     {
       echo "module inturn.local/kube-apiserver"
