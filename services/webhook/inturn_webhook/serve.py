@@ -11,7 +11,6 @@ import structlog
 import uvicorn
 
 from inturn import logs, topics
-from inturn.compiled import require_fresh
 from inturn.kafka import make_admin
 from inturn.settings.webhook import WebhookSettings
 
@@ -26,13 +25,11 @@ def check_topics(settings: WebhookSettings) -> topics.TopicLayout:
 def run(settings: WebhookSettings) -> None:
     """Serve the webhook in the foreground until SIGTERM or Ctrl-C."""
     logs.configure(settings.log_format, settings.log_level)
-    hot_path = require_fresh()  # a compiled module older than its source would run code no longer there
     layout = check_topics(settings)
     log.info(
         "topics_checked",
         messages=layout.messages,
         acks=layout.acks,
-        compiled=f"{sum(module.compiled for module in hot_path)}/{len(hot_path)}",  # docs/compiled.md
     )
     uvicorn.run(
         "inturn_webhook.app:app_from_env",
