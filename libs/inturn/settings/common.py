@@ -187,13 +187,14 @@ def known_variables() -> frozenset[str]:
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """One message per ``INTURN_*`` name in ``environ`` that no component knows, naming the closest known one."""
     known = known_variables()
+    suffixes = [name.removeprefix(ENV_PREFIX) for name in known]  # the shared prefix would make everything "close"
     problems = []
     for name in sorted(environ):
         upper = name.upper()
         if not upper.startswith(ENV_PREFIX) or upper in known:
             continue
-        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md for the known ones"
+        close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), suffixes, n=1, cutoff=0.6)
+        hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else "see docs/configuration.md for the known ones"
         problems.append(f"{name} is not a setting of any inturn component ({hint})")
     return problems
 
