@@ -72,9 +72,12 @@ def _show(args: argparse.Namespace) -> int:
     settings = load(OperatorSettings)
     info = asyncio.run(room_info(settings, args.room))
     live = []
+    token = settings.worker_room_api_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
     for url in args.worker:
+        request = urllib.request.Request(f"{url.rstrip('/')}/rooms/{args.room}", headers=headers)  # noqa: S310 - operator-given URL
         try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/rooms/{args.room}", timeout=5) as resp:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310 - operator-given URL
                 live.append({"worker": url, **json.loads(resp.read())})
         except urllib.error.HTTPError as exc:
             if exc.code != 404:

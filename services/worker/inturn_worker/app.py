@@ -92,7 +92,11 @@ class Worker:
         intake = Intake(settings, parts, rooms, events, store, acks, checkpoint, layout.messages)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
-            settings.worker_http_host, settings.worker_http_port, self._ready, functools.partial(describe, parts)
+            settings.worker_http_host,
+            settings.worker_http_port,
+            self._ready,
+            functools.partial(describe, parts),
+            settings.worker_room_api_token,
         )
         log.info(
             "worker_started",
