@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from inturn.db.pool import connect_kwargs
 from inturn.errors import InturnError, KafkaClientError
-from inturn.kafka import make_admin
+from inturn.kafka import base_config
 from inturn.settings import KafkaSettings, PostgresSettings
 
 #: The longest any single attempt to reach a service waits (connect, metadata, one request).
@@ -48,8 +48,8 @@ def kafka_overrides() -> dict[str, Any]:
 
 
 def kafka_admin(settings: KafkaSettings) -> AdminClient:
-    """An admin client with ``kafka_overrides``."""
-    return make_admin(settings, **kafka_overrides())
+    """An admin client (``inturn.kafka.base_config``) with ``kafka_overrides``."""
+    return AdminClient({**base_config(settings), **kafka_overrides()})
 
 
 def kafka_failure(settings: KafkaSettings, what: str, exc: BaseException) -> Unreachable:

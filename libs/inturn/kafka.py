@@ -100,9 +100,9 @@ def committed_total(settings: KafkaSettings, group: str) -> int:
         consumer.close()
 
 
-def make_admin(settings: KafkaSettings, **overrides: Any) -> AdminClient:
-    """A new admin client (``overrides``: librdkafka settings on top, e.g. the CLI's timeouts and quiet logger)."""
-    return AdminClient({**base_config(settings), **overrides})
+def make_admin(settings: KafkaSettings) -> AdminClient:
+    """A new admin client."""
+    return AdminClient(base_config(settings))
 
 
 def murmur2(data: bytes) -> int:

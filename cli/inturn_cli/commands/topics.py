@@ -92,9 +92,10 @@ def _print_findings(found: list[topics.Finding]) -> None:
 
 def _create(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    reach.kafka_probe(settings)  # a Kafka that does not answer is told within TIMEOUT_S
     admin = reach.kafka_admin(settings)
     with reach.kafka(settings, "creating the topics"):
-        created = topics.create(admin, settings, timeout=reach.TIMEOUT_S * 2)
+        created = topics.create(admin, settings)
     states, found = _inspect(settings)
     if args.json:
         print_json(_document(states, found, created=created))
