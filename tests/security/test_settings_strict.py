@@ -227,15 +227,23 @@ def test_in_production_a_placeholder_credential_stops_the_service_naming_the_var
     assert isinstance(load(cls, **others), cls)  # outside production a placeholder is a convenience
 
 
-def test_a_production_worker_left_at_the_development_tokens_names_every_one_of_them(
+def test_a_production_worker_needs_some_platform_credential_and_names_the_ones_left_unset(
     clean_env: pytest.MonkeyPatch,
 ) -> None:
-    with pytest.raises(ConfigError) as refused:
+    with pytest.raises(
+        ConfigError, match=r"no platform credential is set .*: in production the worker could send nowhere"
+    ):
         load(WorkerSettings, environment="production")
-    assert (
-        "INTURN_WHATSAPP_ACCESS_TOKEN, INTURN_GENERIC_TOKEN, INTURN_MESSENGER_PAGE_ACCESS_TOKEN, "
-        "INTURN_INSTAGRAM_ACCESS_TOKEN, INTURN_TWILIO_AUTH_TOKEN, INTURN_TELEGRAM_BOT_TOKEN: placeholder secret"
-    ) in str(refused.value)
+    clean_env.setenv("INTURN_TELEGRAM_BOT_TOKEN", "123456:ABC-real")
+    worker = load(WorkerSettings, environment="production")
+    assert worker.platforms_without_credentials() == [
+        "INTURN_GENERIC_TOKEN",
+        "INTURN_INSTAGRAM_ACCESS_TOKEN",
+        "INTURN_MESSENGER_PAGE_ACCESS_TOKEN",
+        "INTURN_TWILIO_AUTH_TOKEN",
+        "INTURN_WHATSAPP_ACCESS_TOKEN",
+    ]
+    assert load(WorkerSettings, environment="development").platforms_without_credentials() == []
 
 
 def test_a_placeholder_among_rotated_secrets_is_refused_too(clean_env: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ import functools
 import importlib
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PostgresDsn, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -101,6 +101,11 @@ class InturnSettings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Lowest level logged.")
 
+    #: Credentials that may be left unset in production (at their development default): each stands for a feature
+    #: a deployment may not use, and the class itself decides what unset means (see PlatformSettings). A value
+    #: *given* as a placeholder is refused all the same.
+    unset_allowed_in_production: ClassVar[frozenset[str]] = frozenset()
+
     @model_validator(mode="before")
     @classmethod
     def _refuse_unknown_variables(cls, data: Any) -> Any:
@@ -158,9 +163,13 @@ def is_placeholder(secret: SecretStr) -> bool:
 
 def placeholder_secrets(settings: BaseSettings) -> list[str]:
     """Names of the fields of ``settings`` holding a placeholder credential: a ``SecretStr``, or any secret of a
-    list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off."""
+    list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off; nor
+    is a field of ``unset_allowed_in_production`` left at its default."""
+    optional = getattr(settings, "unset_allowed_in_production", frozenset())
     found = []
     for name, value in settings:
+        if name in optional and name not in settings.model_fields_set:
+            continue
         secrets: Iterable[object] = value if isinstance(value, list) else [value]
         if any(isinstance(secret, SecretStr) and is_placeholder(secret) for secret in secrets):
             found.append(name)
