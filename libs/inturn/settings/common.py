@@ -165,7 +165,7 @@ def placeholder_secrets(settings: BaseSettings) -> list[str]:
     """Names of the fields of ``settings`` holding a placeholder credential: a ``SecretStr``, or any secret of a
     list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off; nor
     is a field of ``unset_allowed_in_production`` left at its default."""
-    optional = getattr(settings, "unset_allowed_in_production", frozenset())
+    optional: frozenset[str] = getattr(settings, "unset_allowed_in_production", frozenset())
     found = []
     for name, value in settings:
         if name in optional and name not in settings.model_fields_set:
