@@ -9,8 +9,10 @@ from inturn.settings.common import KafkaSettings, PostgresSettings
 
 
 class OperatorSettings(KafkaSettings, PostgresSettings):
-    """Kafka and PostgreSQL, as the operator commands need both, and what ``inturn rooms show`` sends a worker."""
+    """Kafka and PostgreSQL, as the operator commands need both."""
 
     worker_room_api_token: SecretStr | None = Field(
-        None, description="Bearer token `inturn rooms show` sends to the workers' /rooms/{room_id} (the worker's own)."
+        None,
+        description="The workers' room API token (the worker's own setting): `inturn rooms show --worker` sends it "
+        "as `Authorization: Bearer`.",
     )

@@ -1,0 +1,95 @@
+"""Every failure to reach Kafka, PostgreSQL or Pub/Sub, and every bad argument, is one line on stderr naming what
+was tried and what to check, exit code 1, no traceback and no librdkafka line, within 15 s (the bound issue 43 asks
+for; process start included). The real ``inturn`` command runs against loopback ports nothing listens on."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.harness import assert_one_line_failure, clean_env, closed_port, run
+
+
+@pytest.fixture(scope="module")
+def down() -> dict[str, str]:
+    """An environment whose Kafka, PostgreSQL and Pub/Sub emulator are all closed ports."""
+    return clean_env(
+        INTURN_KAFKA_BOOTSTRAP=f"127.0.0.1:{closed_port()}",
+        INTURN_POSTGRES_DSN=f"postgresql://inturn@127.0.0.1:{closed_port()}/inturn",
+        PUBSUB_EMULATOR_HOST=f"127.0.0.1:{closed_port()}",
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("topics", "check"),
+        ("topics", "check", "--json"),
+        ("topics", "create"),
+        ("produce", "--rooms", "2", "--messages", "4"),
+    ],
+    ids=" ".join,
+)
+def test_kafka_down(args: tuple[str, ...], down: dict[str, str]) -> None:
+    result = run(*args, env=down)
+    assert_one_line_failure(result, "Kafka at " + down["INTURN_KAFKA_BOOTSTRAP"], "check INTURN_KAFKA_BOOTSTRAP")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("rooms", "show", "room-1"),
+        ("rooms", "show", "room-1", "--json"),
+        ("rooms", "unblock", "room-1"),
+        ("dlq", "list"),
+        ("dlq", "list", "--json"),
+        ("dlq", "replay", "--yes"),
+        ("migrate",),
+    ],
+    ids=" ".join,
+)
+def test_postgres_down(args: tuple[str, ...], down: dict[str, str]) -> None:
+    result = run(*args, env=down)
+    where = down["INTURN_POSTGRES_DSN"].removeprefix("postgresql://inturn@")
+    assert_one_line_failure(result, f"PostgreSQL at {where}", "check INTURN_POSTGRES_DSN")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("pubsub", "setup"), ("produce", "--rooms", "2", "--messages", "4", "--to", "pubsub", "--pubsub-topic", "t")],
+    ids=" ".join,
+)
+def test_pubsub_down(args: tuple[str, ...], down: dict[str, str]) -> None:
+    result = run(*args, env=down)
+    assert_one_line_failure(result, "Pub/Sub emulator at " + down["PUBSUB_EMULATOR_HOST"], "check PUBSUB_EMULATOR_HOST")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("report", "--from", "2026-11-02", "--to", "2026-11-01"), "--to (2026-11-01) must be after --from"),
+        (("report", "--from", "2026-11-02", "--to", "2026-11-02"), "must be after --from"),
+        (("report", "--from", "yesterday", "--to", "2026-11-02"), "not a time: 'yesterday'"),
+        (("produce", "--rooms", "2", "--messages", "4", "--platform", "nosuch"), "--platform 'nosuch' is not one of"),
+        (("produce", "--rooms", "2", "--messages", "4", "--rate", "0"), "--rate must be above 0"),
+        (("produce", "--rooms", "2"), "give --rooms and --messages, or --pattern"),
+        (("produce", "--to", "nowhere"), "invalid choice: 'nowhere'"),
+        (("rooms", "show"), "the following arguments are required: ROOM"),
+        (("dlq", "list", "--limit", "many"), "invalid int value: 'many'"),
+        (("config", "check", "nosuch"), "invalid choice: 'nosuch'"),
+        (("completion", "fish"), "invalid choice: 'fish'"),
+        (("nosuch",), "invalid choice: 'nosuch'"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
+)
+def test_bad_arguments_are_refused_before_any_service_is_tried(
+    args: tuple[str, ...], needle: str, down: dict[str, str]
+) -> None:
+    """With every service down, a bad argument is still reported (not a service's absence), at once."""
+    result = run(*args, env=down)
+    assert_one_line_failure(result, needle)
+    assert "Kafka" not in result.err and "PostgreSQL" not in result.err and "Spark" not in result.err
+
+
+def test_an_invalid_setting_is_one_line_naming_the_variable(down: dict[str, str]) -> None:
+    result = run("topics", "check", env={**down, "INTURN_TOPIC_PARTITIONS": "0"})
+    assert_one_line_failure(result, "configuration error", "INTURN_TOPIC_PARTITIONS")
