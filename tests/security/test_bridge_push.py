@@ -78,7 +78,7 @@ def test_a_production_push_bridge_without_audience_and_email_does_not_start(tmp_
     env.update(INTURN_ENVIRONMENT="production", INTURN_BRIDGE_MODE="push")
     inturn = Path(sys.executable).parent / "inturn"
     started = subprocess.run([str(inturn), "bridge"], env=env, capture_output=True, text=True, timeout=60)
-    assert started.returncode == 2, started.stderr
+    assert started.returncode == 1, started.stderr
     assert "configuration error" in started.stderr
     assert "push mode in production needs INTURN_BRIDGE_OIDC_AUDIENCE and INTURN_BRIDGE_OIDC_EMAIL" in started.stderr
     assert "INTURN_BRIDGE_PUSH_ALLOW_UNAUTHENTICATED=true" in started.stderr

@@ -4,14 +4,13 @@ and with no token configured it does not exist."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import aiohttp
 import pytest
 
 from inturn.settings import KafkaSettings
+from inturn_devtools.waiting import eventually
 from inturn_worker.app import Worker
 from tests.worker.harness import ScriptedPlatform, message, produce, running_worker, worker_settings
 
@@ -30,11 +29,14 @@ async def get(port: int, path: str, authorization: str | None = None) -> tuple[i
 
 async def internal_port(worker: Worker) -> int:
     """The worker's internal port, once it listens."""
-    deadline = time.monotonic() + 30
-    while worker.http_port is None:
-        assert time.monotonic() < deadline, "the worker never started its HTTP server"
-        await asyncio.sleep(0.05)
+    await eventually(lambda: worker.http_port is not None, 30, "the worker's HTTP server")
+    assert worker.http_port is not None
     return worker.http_port
+
+
+async def answers(port: int, path: str, status: int, authorization: str | None = None) -> bool:
+    """Whether ``path`` answers ``status`` now."""
+    return (await get(port, path, authorization))[0] == status
 
 
 async def test_the_room_api_answers_only_the_bearer_of_the_token(
@@ -54,10 +56,8 @@ async def test_the_room_api_answers_only_the_bearer_of_the_token(
     try:
         async with running_worker(settings) as worker:
             port = await internal_port(worker)
-            deadline = time.monotonic() + 30
-            while (shown := await get(port, "/rooms/R", f"Bearer {TOKEN}"))[0] != 200:
-                assert time.monotonic() < deadline, f"the worker never held room R: {shown}"
-                await asyncio.sleep(0.05)
+            await eventually(lambda: answers(port, "/rooms/R", 200, f"Bearer {TOKEN}"), 30, "room R held")
+            shown = await get(port, "/rooms/R", f"Bearer {TOKEN}")
             strangers = {
                 "no header": await get(port, "/rooms/R"),
                 "another token": await get(port, "/rooms/R", "Bearer not-the-token"),
@@ -83,9 +83,6 @@ async def test_without_a_token_the_room_api_is_off(inturn_topics: KafkaSettings,
     assert settings.worker_room_api_token is None
     async with running_worker(settings) as worker:
         port = await internal_port(worker)
-        deadline = time.monotonic() + 30
-        while (ready := await get(port, "/readyz"))[0] != 200:
-            assert time.monotonic() < deadline, f"the worker never became ready: {ready}"
-            await asyncio.sleep(0.05)
-        answers = [(await get(port, "/rooms/R", authorization))[0] for authorization in (None, "Bearer ", "Bearer x")]
-    assert answers == [404, 404, 404]
+        await eventually(lambda: answers(port, "/readyz", 200), 30, "the worker ready")
+        statuses = [(await get(port, "/rooms/R", authorization))[0] for authorization in (None, "Bearer ", "Bearer x")]
+    assert statuses == [404, 404, 404]

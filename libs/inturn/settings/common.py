@@ -17,8 +17,9 @@ import difflib
 import functools
 import importlib
 import os
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PostgresDsn, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -101,6 +102,11 @@ class InturnSettings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Lowest level logged.")
 
+    #: Credentials that may be left unset in production (at their development default): each stands for a feature
+    #: a deployment may not use, and the class itself decides what unset means (see PlatformSettings). A value
+    #: *given* as a placeholder is refused all the same.
+    unset_allowed_in_production: ClassVar[frozenset[str]] = frozenset()
+
     @model_validator(mode="before")
     @classmethod
     def _refuse_unknown_variables(cls, data: Any) -> Any:
@@ -158,9 +164,13 @@ def is_placeholder(secret: SecretStr) -> bool:
 
 def placeholder_secrets(settings: BaseSettings) -> list[str]:
     """Names of the fields of ``settings`` holding a placeholder credential: a ``SecretStr``, or any secret of a
-    list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off."""
+    list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off; nor
+    is a field of ``unset_allowed_in_production`` left at its default."""
+    optional: frozenset[str] = getattr(settings, "unset_allowed_in_production", frozenset())
     found = []
     for name, value in settings:
+        if name in optional and name not in settings.model_fields_set:
+            continue
         secrets: Iterable[object] = value if isinstance(value, list) else [value]
         if any(isinstance(secret, SecretStr) and is_placeholder(secret) for secret in secrets):
             found.append(name)
@@ -184,14 +194,28 @@ def known_variables() -> frozenset[str]:
     return frozenset({f"{ENV_PREFIX}{name.upper()}" for name in fields} | set(OTHER_VARIABLES))
 
 
+#: The variables Kubernetes sets for every Service of the namespace (service links): a release named ``inturn``
+#: has Services ``inturn-webhook``... whose links read ``INTURN_WEBHOOK_SERVICE_HOST``, ``INTURN_WEBHOOK_PORT``
+#: (``tcp://10.0.0.7:8080``), ``INTURN_WEBHOOK_PORT_8080_TCP_ADDR``... They are not settings and not typos.
+_SERVICE_LINK = re.compile(
+    r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)$"
+)
+_SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://[^/]+:\d+$")
+
+
+def _is_service_link(name: str, value: str) -> bool:
+    return bool(_SERVICE_LINK.match(name)) or (name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value)))
+
+
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """One message per ``INTURN_*`` name in ``environ`` that no component knows, naming the closest known one."""
+    """One message per ``INTURN_*`` name in ``environ`` that no component knows, naming the closest known one
+    (Kubernetes' service-link variables excepted)."""
     known = known_variables()
     suffixes = [name.removeprefix(ENV_PREFIX) for name in known]  # the shared prefix would make everything "close"
     problems = []
     for name in sorted(environ):
         upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in known:
+        if not upper.startswith(ENV_PREFIX) or upper in known or _is_service_link(upper, environ[name]):
             continue
         close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), suffixes, n=1, cutoff=0.6)
         hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else "see docs/configuration.md for the known ones"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, SecretStr
+from pydantic import Field, PositiveFloat, SecretStr, model_validator
 
 from inturn.schemas import OrderingMode
 from inturn.settings.common import KafkaSettings, PostgresSettings
@@ -19,9 +19,22 @@ def _default_worker_id() -> str:
 class PlatformSettings(KafkaSettings):
     """Where each platform's send API is and how to authenticate (one connection pool per platform).
 
-    The credentials default to ``dev-token``, which the platform simulator accepts; it is a placeholder, so in
-    production every platform credential must be set to a real value or the worker does not start.
+    The credentials default to ``dev-token``, which the platform simulator accepts. In production a credential given
+    as a placeholder stops the worker; one left unset is allowed (a deployment rarely uses every platform): the
+    worker names those platforms at start, and a send to one of them fails at the platform (401) and is
+    dead-lettered. At least one must be set, or the worker could send nowhere.
     """
+
+    unset_allowed_in_production: ClassVar[frozenset[str]] = frozenset(
+        {
+            "whatsapp_access_token",
+            "generic_token",
+            "messenger_page_access_token",
+            "instagram_access_token",
+            "twilio_auth_token",
+            "telegram_bot_token",
+        }
+    )
 
     whatsapp_base_url: str = Field(
         "https://graph.facebook.com", description="WhatsApp Cloud API base URL (the simulator's URL locally)."
@@ -84,6 +97,20 @@ class PlatformSettings(KafkaSettings):
     telegram_bot_token: SecretStr = Field(
         SecretStr("dev-token"), description="Telegram bot token (the path's /bot{token}/)."
     )
+
+    def platforms_without_credentials(self) -> list[str]:
+        """In production, the variables of the platform credentials left unset (the worker lists them at start);
+        elsewhere none (the development default is the simulator's credential)."""
+        if self.environment != "production":
+            return []
+        return sorted(f"INTURN_{name.upper()}" for name in self.unset_allowed_in_production - self.model_fields_set)
+
+    @model_validator(mode="after")
+    def _some_platform_credential_in_production(self) -> PlatformSettings:
+        if self.environment == "production" and not self.unset_allowed_in_production & self.model_fields_set:
+            names = ", ".join(sorted(f"INTURN_{name.upper()}" for name in self.unset_allowed_in_production))
+            raise ValueError(f"no platform credential is set ({names}): in production the worker could send nowhere")
+        return self
 
 
 class WorkerSettings(PlatformSettings, PostgresSettings):

@@ -104,6 +104,7 @@ class Worker:
             mode=str(settings.worker_mode),
             group=settings.worker_group_id,
             http_port=self.http_port,
+            platforms_without_credentials=settings.platforms_without_credentials() or None,
         )
         if self._own_process:
             tune_gc(settings.worker_gc_young_threshold)  # everything built so far lives as long as the process
