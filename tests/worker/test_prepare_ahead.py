@@ -14,7 +14,7 @@ from inturn_worker.acks import AckRouter
 from inturn_worker.health import describe
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
+from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
 class Counting(Platform):
@@ -37,21 +37,14 @@ def _message(n: int) -> Message:
 
 
 def _rooms(platform: Counting, part: Partition, recorder: Recorder | None = None) -> Rooms:
-    return Rooms(
-        WorkerSettings(worker_prepare_ahead=4),
-        {"whatsapp": platform},
-        recorder or Recorder(),
-        AckRouter(early_ttl_s=60),
-        MemoryStore(),  # type: ignore[arg-type]
-        {part.partition: part},
-    )
+    return rooms_of(WorkerSettings(worker_prepare_ahead=4), part, platform, recorder or Recorder(), AckRouter(60))
 
 
 def _enqueue(rooms: Rooms, part: Partition, count: int) -> list[Entry]:
     entries = []
     for n in range(count):
         message = _message(n)
-        part.offsets.consumed(n)
+        part.consumed(n)
         entry = Entry.of(part, n, encode(message), message, now_ms())
         rooms.enqueue(entry)
         entries.append(entry)
@@ -62,9 +55,9 @@ async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_o
     platform = Counting(refuse_head=False)
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     entries = _enqueue(rooms, part, 7)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert platform.rendered == ["m0"], "nothing behind the head is rendered before the head's send"
@@ -94,9 +87,9 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     recorder = Recorder()
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part, recorder)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     (entry,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert isinstance(entry.prepared, PreparedSend)
@@ -115,10 +108,10 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     platform = Counting(refuse_head=False)
     settings = WorkerSettings(worker_ack_timeout_ms=60_000, worker_ack_timeouts_ms={"whatsapp": 100})
     part = Partition(0, lease_s=60)
-    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
-    part.epoch = 1
+    rooms = rooms_of(settings, part, platform, Recorder(), AckRouter(early_ttl_s=60))
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert rooms.stuck() == 0
@@ -134,10 +127,10 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     recorder = Recorder()
     part = Partition(0, lease_s=60)
     settings = WorkerSettings(worker_mode="none", worker_room_idle_ms=300)  # no ack wait: sent is terminal
-    rooms = Rooms(settings, {"whatsapp": platform}, recorder, AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
-    part.epoch = 1
+    rooms = rooms_of(settings, part, platform, recorder, AckRouter(early_ttl_s=60))
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     (first,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
@@ -146,7 +139,7 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     )  # m0 done: the loop waits for the room's next one
     loop_task = part.rooms["R"].task
     message = _message(1)
-    part.offsets.consumed(1)
+    part.consumed(1)
     rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"

@@ -213,7 +213,7 @@ class AckReader:
             for record in batch:
                 self._handle(record)
             for part in ready:
-                part.mark_acks_ready()  # after the batch above was routed
+                part.acks_caught_up()  # after the batch above was routed
             # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
             # while none does (each wake-up of an idle process costs CPU time; an ack no send waits for can wait).
             await asyncio.sleep(0 if len(batch) == BATCH else POLL_S if self._router.waiting else IDLE_POLL_S)

@@ -8,7 +8,7 @@ then sends nothing, so it should not count as ready).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
@@ -16,7 +16,7 @@ from inturn import probes
 from inturn_worker.partition import Partition
 
 
-def describe(parts: dict[int, Partition], room_id: str) -> dict[str, object] | None:
+def describe(parts: Mapping[int, Partition], room_id: str) -> dict[str, object] | None:
     """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
     room = next((r for part in parts.values() if (r := part.rooms.get(room_id)) is not None), None)
     if room is None:

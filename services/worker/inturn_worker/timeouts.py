@@ -13,34 +13,38 @@ import heapq
 import itertools
 import math
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from inturn.metrics import worker as m
 from inturn.settings.worker import WorkerSettings
 
 
-class AckTimeout:
-    """The ack timeout in force for one platform."""
+@dataclass(frozen=True, slots=True)
+class Adaptive:
+    """How an adaptive timeout is learned: ``factor`` times the ``quantile`` of the last ``window`` latencies,
+    clamped to [``min_s``, ``max_s``], once ``warmup`` latencies were seen."""
 
-    def __init__(
-        self,
-        fixed_s: float,
-        adaptive: bool = False,
-        quantile: float = 0.99,
-        factor: float = 3.0,
-        min_s: float = 0.5,
-        max_s: float = 30.0,
-        window: int = 2048,
-        warmup: int = 50,
-    ) -> None:
-        self._fixed = fixed_s
-        self._adaptive = adaptive
-        self._quantile = quantile
-        self._factor = factor
-        self._min = min_s
-        self._max = max_s
-        self._warmup = warmup
-        self._recent: deque[float] = deque(maxlen=window)
+    quantile: float = 0.99
+    factor: float = 3.0
+    min_s: float = 0.5
+    max_s: float = 30.0
+    window: int = 2048
+    warmup: int = 50
+
+
+class AckTimeout:
+    """The ack timeout in force for one platform: ``fixed_s``, or learned (``adaptive``) once enough acks came."""
+
+    def __init__(self, fixed_s: float, adaptive: Adaptive | None = None) -> None:
+        policy = adaptive or Adaptive()
+        self._adaptive = adaptive is not None
+        self._quantile = policy.quantile
+        self._factor = policy.factor
+        self._min = policy.min_s
+        self._max = policy.max_s
+        self._warmup = policy.warmup
+        self._recent: deque[float] = deque(maxlen=policy.window)
         self._sorted: list[float] = []
         self._current = fixed_s
 
@@ -145,13 +149,14 @@ class AckTimeouts:
         timeout = self._timeouts.get(platform)
         if timeout is None:
             s = self._settings
-            timeout = self._timeouts[platform] = AckTimeout(
-                s.ack_timeout_ms(platform) / 1000,
-                adaptive=s.worker_adaptive_timeout,
+            adaptive = Adaptive(
                 quantile=s.worker_adaptive_quantile,
                 factor=s.worker_adaptive_factor,
                 min_s=s.worker_adaptive_min_ms / 1000,
                 max_s=s.worker_adaptive_max_ms / 1000,
+            )
+            timeout = self._timeouts[platform] = AckTimeout(
+                s.ack_timeout_ms(platform) / 1000, adaptive if s.worker_adaptive_timeout else None
             )
         seconds = timeout.seconds
         if seconds != self._shown.get(platform):
