@@ -20,12 +20,11 @@ from inturn.metrics import worker as m
 from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import ANSWERED, Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.acks import AckRouter
+from inturn_worker.acks import AckRouter, AckTimeouts, Deadlines
 from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.limits import SendFailed, Sends
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
-from inturn_worker.timeouts import AckTimeouts, Deadlines
 
 log = structlog.get_logger("inturn.worker.room")
 
