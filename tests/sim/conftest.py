@@ -24,7 +24,7 @@ async def hook() -> AsyncIterator[Hook]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a started site has a server
     receiver.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
     try:
         yield receiver

@@ -261,7 +261,7 @@ def worker_settings(
         "worker_rate_burst": 10_000,
     }
     values.update(overrides)
-    return WorkerSettings(**values)  # type: ignore[arg-type]
+    return WorkerSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values
 
 
 @contextlib.asynccontextmanager

@@ -32,7 +32,7 @@ async def _platform(answer_after_s: float) -> tuple[web.AppRunner, str, list[str
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a started site has a server
     return runner, f"http://127.0.0.1:{port}", accepted
 
 

@@ -94,7 +94,8 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert isinstance(entry.prepared, PreparedSend)
     rendered = entry.prepared
-    _, answer = platform.pending  # type: ignore[misc]
+    assert platform.pending is not None
+    _, answer = platform.pending
     answer.set_result(SendResult("wamid.0"))
     await eventually(lambda: platform.pending is None and entry.prepared is None, 5, "the room loop got there", every=0)
     # Only this test's name and getrefcount's argument still refer to the body.
@@ -133,7 +134,8 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     part.acks_caught_up()
     (first,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
-    platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
+    assert platform.pending is not None
+    platform.pending[1].set_result(SendResult("wamid.0"))
     await eventually(
         lambda: part.rooms["R"].wakeup is not None, 5, "the room loop got there", every=0
     )  # m0 done: the loop waits for the room's next one
@@ -143,7 +145,8 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"
-    platform.pending[1].set_result(SendResult("wamid.1"))  # type: ignore[index]
+    assert platform.pending is not None
+    platform.pending[1].set_result(SendResult("wamid.1"))
     assert loop_task is not None
     await asyncio.wait_for(loop_task, 10)  # retires after 300 ms with nothing to send
     assert "R" not in part.rooms

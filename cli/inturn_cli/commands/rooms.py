@@ -74,7 +74,7 @@ def _show(args: argparse.Namespace) -> int:
     live = []
     for url in args.worker:
         try:
-            with urllib.request.urlopen(f"{url.rstrip('/')}/rooms/{args.room}", timeout=5) as resp:  # noqa: S310
+            with urllib.request.urlopen(f"{url.rstrip('/')}/rooms/{args.room}", timeout=5) as resp:  # noqa: S310 - the operator's own worker URLs (--worker)
                 live.append({"worker": url, **json.loads(resp.read())})
         except urllib.error.HTTPError as exc:
             if exc.code != 404:

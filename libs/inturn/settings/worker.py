@@ -172,7 +172,7 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_ack_lookback_ms: int = Field(
         60_000, ge=0, description="Read acks partitions from this far before an assignment (acks that raced it)."
     )
-    worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104
+    worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104 - a pod is reached through its own IP
     worker_http_port: int = Field(8081, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz.")
 
     def rate_limit(self, platform: str) -> tuple[float, int]:

@@ -12,9 +12,11 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from structlog.contextvars import bind_contextvars, clear_contextvars
 
 from inturn.errors import SchemaError
 from inturn.kafka import make_consumer
@@ -34,6 +36,23 @@ from inturn_worker.events import EventLog
 from inturn_worker.partition import Partition
 
 log = structlog.get_logger("inturn.worker.acks")
+
+
+class AckRecord(Protocol):
+    """What the reader reads of a consumed acks record (a confluent-kafka ``Message``, or a test's stand-in)."""
+
+    def topic(self) -> str | None: ...
+
+    def partition(self) -> int | None: ...
+
+    def offset(self) -> int | None: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+    def headers(self) -> list[tuple[str, str | bytes | None]] | dict[str, str | bytes | None] | None: ...
+
 
 #: Positioning attempts failed in a row after which the reader replaces its Kafka client (about a second apart).
 REBUILD_AFTER = 3
@@ -212,6 +231,8 @@ class AckReader:
             batch, ready = self._take()
             for record in batch:
                 self._handle(record)
+            if batch:
+                clear_contextvars()  # the last ack's context is not what the reader logs next
             for part in ready:
                 part.acks_caught_up()  # after the batch above was routed
             # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
@@ -228,12 +249,15 @@ class AckReader:
         if partition in self._next:
             self._next[partition] = (record.offset() or 0) + 1
 
-    def _route(self, record: Message) -> None:
+    def _route(self, record: AckRecord) -> None:
         if self._settled(record):
             return
+        # What is logged about this ack carries where it was read and, once decoded, its room and message.
+        bind_contextvars(partition=record.partition(), ack_offset=record.offset(), room_id=None, message_id=None)
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
+            log.warning("ack_undecodable", reason=exc.reason)
             letter = DeadLetter.of(
                 "worker",
                 f"undecodable ack: {exc.reason}",
@@ -244,6 +268,7 @@ class AckReader:
             )
             self._events.dead_letter(letter, None)
             return
+        bind_contextvars(room_id=ack.room_id, message_id=ack.message_id)
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
             m.for_platform(ack.platform).late_acks.inc()
@@ -261,7 +286,7 @@ class AckReader:
         elif routed is Routed.DUPLICATE:
             m.for_platform(ack.platform).duplicate_acks.inc()
 
-    def _settled(self, record: Message) -> bool:
+    def _settled(self, record: AckRecord) -> bool:
         """Whether the record's headers (set by the webhook) show a status that can no longer change its message's
         outcome: then it is counted as a duplicate without being decoded. Records without them are decoded."""
         headers = record.headers()

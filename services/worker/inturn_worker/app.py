@@ -116,8 +116,8 @@ class Worker:
         try:
             done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if task is not stop_wait and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if task is not stop_wait and (failure := task.exception()) is not None:
+                    raise failure
         finally:
             self.draining = True
             m.DRAINING.set(1)
@@ -145,7 +145,7 @@ def main(settings: WorkerSettings) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        uvloop = None  # type: ignore[assignment]
+        uvloop = None  # type: ignore[assignment]  # the module or None: asyncio's loop then
 
     async def run() -> None:
         worker = Worker(settings, own_process=True)

@@ -56,14 +56,7 @@ class DeadLetters:
         self._events.dead_letter(letter, room.room_id)
         await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
         m.DEAD_LETTERS.labels(entry.platform, reason_kind(reason)).inc()
-        log.warning(
-            "dead_lettered",
-            reason=reason,
-            room_id=room.room_id,
-            message_id=entry.message_id,
-            partition=entry.part.partition,
-            offset=entry.offset,
-        )
+        log.warning("dead_lettered", reason=reason)  # the message's room, id, partition, offset: bound by Delivery
 
     async def undecodable(self, part: Partition, offset: int, raw: bytes, key: bytes | str | None, reason: str) -> None:
         """A consumed record that is no message: dead letter with the reason, terminal, and the intake goes on."""

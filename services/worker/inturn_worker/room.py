@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 import structlog
+from structlog.contextvars import bind_contextvars
 
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
@@ -184,8 +185,13 @@ class Delivery:
         self._router.forget_room(room_id)
 
     async def deliver(self, room: Room, entry: Entry) -> None:
-        """Take one message to its terminal outcome."""
+        """Take one message to its terminal outcome. Whatever is logged meanwhile in the room's task (sends,
+        retries, dead letters, a blocked room) carries the message: room, message id, partition and offset (bound
+        in the task's own context, replaced by the room's next message)."""
         part = entry.part
+        bind_contextvars(
+            room_id=room.room_id, message_id=entry.message_id, partition=part.partition, offset=entry.offset
+        )
         cursor = part.cursor(room.room_id)
         done = f"room cursor at {cursor}" if cursor is not None and entry.offset <= cursor else None
         if done is None and part.sent_before(room.room_id, entry.message_id):
