@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import inturn_cli.commands
 from inturn import __version__
-from inturn.errors import ConfigError, InturnError
+from inturn.errors import InturnError, exit_status
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -44,12 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except ConfigError as exc:
-        print(f"inturn: configuration error: {exc}", file=sys.stderr)
-        return 2
     except InturnError as exc:
-        print(f"inturn: {exc}", file=sys.stderr)
-        return 1
+        return exit_status("inturn", exc)
     except KeyboardInterrupt:
         return 130
 

@@ -6,6 +6,7 @@ A foreign library's error that crosses into inturn is re-raised as one of these 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -74,3 +75,18 @@ class TransientPlatformError(PlatformError):
 
 class PermanentPlatformError(PlatformError):
     """Retrying cannot help (4xx other than 429): the message is dead-lettered."""
+
+
+#: Process exit codes of inturn's commands (the CLI and the report job) for an error they end on.
+EXIT_CONFIG = 2
+EXIT_ERROR = 1
+
+
+def exit_status(program: str, exc: InturnError) -> int:
+    """Say ``exc`` on stderr as ``program``'s last words and return the exit code: ``EXIT_CONFIG`` (2) for settings
+    that are missing or invalid, ``EXIT_ERROR`` (1) for any other error inturn raised on purpose."""
+    if isinstance(exc, ConfigError):
+        print(f"{program}: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(f"{program}: {exc}", file=sys.stderr)
+    return EXIT_ERROR
