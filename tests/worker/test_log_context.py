@@ -14,12 +14,13 @@ from structlog.testing import capture_logs
 
 import inturn_worker.ack_reader
 import inturn_worker.dead_letters
-from inturn.schemas import Ack, AckStatus, Message, encode, now_ms
+from inturn.schemas import Ack, AckStatus, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.partition import Entry, Partition
+from tests.support.messages import text_message
 from tests.worker.test_prepare_ahead import Counting
 from tests.worker.test_room_state_machine import Recorder, rooms_of
 
@@ -74,7 +75,7 @@ async def test_a_dead_letter_logged_in_a_rooms_send_path_names_its_message() -> 
     part.renew()
     part.acks_caught_up()
     rooms = rooms_of(WorkerSettings(), part, platform, Recorder(), AckRouter(60))
-    message = Message(room_id="R", message_id="m0", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
+    message = text_message("R", "m0", recipient="r")
     with capture_logs(processors=[merge_contextvars]) as logs:
         part.consumed(7)
         rooms.enqueue(Entry.of(part, 7, encode(message), message, now_ms()))

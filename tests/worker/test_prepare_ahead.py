@@ -14,6 +14,7 @@ from inturn_worker.acks import AckRouter
 from inturn_worker.health import describe
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
+from tests.support.messages import text_message
 from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
@@ -33,7 +34,7 @@ class Counting(Platform):
 
 
 def _message(n: int) -> Message:
-    return Message(room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
+    return text_message("R", f"m{n}", recipient="r", created_at_ms=1)
 
 
 def _rooms(platform: Counting, part: Partition, recorder: Recorder | None = None) -> Rooms:
