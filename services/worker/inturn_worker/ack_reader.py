@@ -95,8 +95,7 @@ class AckReader:
         )
 
     def assign(self, parts: list[Partition], since_ms: int) -> None:
-        """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
-        has read up to where its acks partition ended at the assignment (applied on the reader's thread)."""
+        """Read these partitions' acks from ``since_ms``; each is ready once read up to its end at the assignment."""
         self._router.forget_partitions({p.partition for p in parts})
         self._changes.append(("assign", parts, since_ms))
 
@@ -105,8 +104,7 @@ class AckReader:
         self._changes.append(("unassign", parts, 0))
 
     def _apply_changes(self) -> None:
-        """Apply queued (un)assignments in order; a Kafka error leaves the change queued and retried a second
-        later (a broker restarting answers NOT_LEADER and the like), never ending the worker."""
+        """Apply queued (un)assignments in order; a Kafka error leaves the change queued, retried a second later."""
         if time.monotonic() < self._retry_at:
             return
         while self._changes:
@@ -212,8 +210,7 @@ class AckReader:
         return self._take()
 
     def _take(self) -> tuple[list[Message], list[Partition]]:
-        """The acks that have arrived, without waiting (librdkafka's fetcher thread has them in memory), and the
-        parts that have now caught up (``position`` is local too)."""
+        """The acks that have arrived, without waiting (in librdkafka's memory), and the parts now caught up."""
         return self._consumer.consume(num_messages=BATCH, timeout=0), self._caught_up()
 
     async def run(self) -> None:
@@ -231,8 +228,7 @@ class AckReader:
             batch, ready = self._take()
             for record in batch:
                 self._handle(record)
-            if batch:
-                clear_contextvars()  # the last ack's context is not what the reader logs next
+            clear_contextvars()  # the last ack's context is not what the reader logs next
             for part in ready:
                 part.acks_caught_up()  # after the batch above was routed
             # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
