@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import inturn_cli.commands
 from inturn import __version__
-from inturn.errors import ConfigError, InturnError
+from inturn.errors import InturnError, exit_status
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -64,27 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)
-    except ConfigError as exc:
-        print(f"inturn: configuration error: {_one_line(exc)}", file=sys.stderr)
-        return 1
     except InturnError as exc:
-        print(f"inturn: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return exit_status("inturn", exc)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         if args.traceback or args.command in SERVICES:
             raise
+        words = " ".join(str(exc).split())
         print(
-            f"inturn: unexpected error: {type(exc).__name__}: {_one_line(exc)} (run `inturn --traceback ...` for "
-            "the details)",
+            f"inturn: unexpected error: {type(exc).__name__}: {words} (run `inturn --traceback ...` for the details)",
             file=sys.stderr,
         )
         return 1
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 if __name__ == "__main__":

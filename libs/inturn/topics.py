@@ -172,7 +172,7 @@ def check(admin: AdminClient, settings: KafkaSettings) -> TopicLayout:
 def _serving(admin: AdminClient, meta: ClusterMetadata, names: list[str]) -> bool:
     """Whether every partition of ``names`` answers an offsets request."""
     requests = {
-        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]  # confluent-kafka's stub
         for name in names
         for p in meta.topics[name].partitions
     }

@@ -41,7 +41,7 @@ def webhook_settings_for(kafka: KafkaSettings, **overrides: object) -> WebhookSe
         "webhook_probe_interval_s": 0.2,
     }
     values.update(overrides)
-    return WebhookSettings(**values)  # type: ignore[arg-type]
+    return WebhookSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values
 
 
 @dataclass

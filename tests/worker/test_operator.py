@@ -59,7 +59,7 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
         await events(inturn_topics, expect_terminal=1)
         operator = load(OperatorSettings)
         # The checkpoint writes the cursor within ~100 ms; PostgreSQL has no event to wait on, so poll.
-        while (await room_info(operator, "B"))["cursor"] is None:  # noqa: ASYNC110
+        while (await room_info(operator, "B"))["cursor"] is None:  # noqa: ASYNC110 - PostgreSQL has no event to wait on
             await asyncio.sleep(0.05)
         assert (
             await asyncio.to_thread(main, ["rooms", "show", "B", "--worker", f"http://127.0.0.1:{worker.http_port}"])

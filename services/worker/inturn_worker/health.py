@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from pydantic import SecretStr
@@ -23,7 +23,7 @@ from inturn import probes
 from inturn_worker.partition import Partition
 
 
-def describe(parts: dict[int, Partition], room_id: str) -> dict[str, object] | None:
+def describe(parts: Mapping[int, Partition], room_id: str) -> dict[str, object] | None:
     """What this worker holds for a room (None when nothing): buffered messages, the head, in flight."""
     room = next((r for part in parts.values() if (r := part.rooms.get(room_id)) is not None), None)
     if room is None:
