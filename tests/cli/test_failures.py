@@ -87,7 +87,8 @@ def test_bad_arguments_are_refused_before_any_service_is_tried(
     """With every service down, a bad argument is still reported (not a service's absence), at once."""
     result = run(*args, env=down)
     assert_one_line_failure(result, needle)
-    assert "Kafka" not in result.err and "PostgreSQL" not in result.err and "Spark" not in result.err
+    for service in ("Kafka", "PostgreSQL", "Pub/Sub", "Spark"):
+        assert service not in result.err
 
 
 def test_an_invalid_setting_is_one_line_naming_the_variable(down: dict[str, str]) -> None:
