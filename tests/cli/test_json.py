@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pty
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +19,7 @@ import pytest
 from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_cli.main import main
-from tests.cli.harness import assert_one_line_failure, clean_env, run
+from tests.cli.harness import INTURN, assert_one_line_failure, clean_env, run
 from tests.worker.harness import read_topic
 
 TOKEN = "room-api-token-for-this-test"
@@ -141,6 +144,12 @@ async def test_rooms_show_and_unblock_json(
     ]
     assert shown["in_memory"] == [{"worker": worker_url, "room_id": "A", "head_message_id": "a8", "buffered": 3}]
 
+    assert await cli(["rooms", "show", "A", "--worker", worker_url]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0] == f"room A: partition {part}"
+    assert "  blocked: HTTP 400 bad recipient since " in "\n".join(text)
+    assert "  dead letters: 2" in text
+
     monkeypatch.setenv("INTURN_WORKER_ROOM_API_TOKEN", "a-wrong-token")
     assert await cli(["rooms", "show", "A", "--json", "--worker", worker_url]) == 0
     refused = json.loads(capsys.readouterr().out)["in_memory"]
@@ -181,6 +190,10 @@ async def test_dlq_list_and_replay_json_and_replay_asks_first(
     refused = run("dlq", "replay", env=env)
     assert_one_line_failure(refused, "not replaying 1 dead letters without a confirmation", "--yes")
 
+    answered_no = await asyncio.to_thread(replay_on_a_terminal, env, "n")
+    question = f"replay 1 dead letters to {operator_env.topic_messages}? [y/N] "
+    assert (answered_no.returncode, answered_no.stdout) == (1, question + "nothing replayed\n")
+
     assert await cli(["dlq", "replay", "--dry-run", "--json"]) == 0
     dry = json.loads(capsys.readouterr().out)
     assert dry["would_replay"] == [{"id": listed[0]["id"], "room_id": "A", "message_id": "a7"}]
@@ -197,6 +210,41 @@ async def test_dlq_list_and_replay_json_and_replay_asks_first(
     assert read_topic(operator_env, operator_env.topic_messages, expect=1) == [b"raw-a7"]
     assert await cli(["dlq", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def replay_on_a_terminal(env: dict[str, str], answer: str) -> subprocess.CompletedProcess[str]:
+    """``inturn dlq replay`` with a terminal (a pty) on stdin, answering its question with ``answer``."""
+    controller, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [INTURN, "dlq", "replay"],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        os.write(controller, f"{answer}\n".encode())  # the terminal keeps the line until the question reads it
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+async def test_dlq_replay_answered_yes_on_a_terminal_replays(operator_env: KafkaSettings, migrated: str) -> None:
+    await _seed(migrated, operator_env.topic_messages)
+    env = clean_env(
+        INTURN_POSTGRES_DSN=migrated,
+        INTURN_KAFKA_BOOTSTRAP=operator_env.kafka_bootstrap,
+        INTURN_TOPIC_MESSAGES=operator_env.topic_messages,
+    )
+    done = await asyncio.to_thread(replay_on_a_terminal, env, "y")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.endswith("? [y/N] replayed 1 dead letters\n")
+    assert read_topic(operator_env, operator_env.topic_messages, expect=1) == [b"raw-a7"]
 
 
 @pytest.mark.kafka
