@@ -159,7 +159,7 @@ class Pipeline:
             "INTURN_BRIDGE_PROJECT": project,
             "INTURN_BRIDGE_SUBSCRIPTION": subscription,
             "INTURN_BRIDGE_HTTP_HOST": "127.0.0.1",
-            "INTURN_BRIDGE_HTTP_PORT": str(port),
+            "INTURN_BRIDGE_INTERNAL_PORT": str(port),
         }
         bridge = ServiceProcess(name, ["bridge"], env, self.workdir, f"http://127.0.0.1:{port}/healthz").start()
         self.bridges.append(bridge)

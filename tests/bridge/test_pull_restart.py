@@ -85,7 +85,10 @@ class BridgeProcess:
         inturn = Path(sys.executable).parent / "inturn"
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(inturn), "bridge", "--port", str(self.port), *args], env=env, stdout=out, stderr=subprocess.STDOUT
+                [str(inturn), "bridge", *args],
+                env={**env, "INTURN_BRIDGE_INTERNAL_PORT": str(self.port)},  # the probes' port
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         try:
             wait_until(self._ready, 60, "the bridge ready", every=0.1, proc=self.proc, log=log)

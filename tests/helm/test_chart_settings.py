@@ -44,9 +44,19 @@ SECRETS = {
 }
 
 
+#: Settings the contract between the chart and the services names (docs/security.md: the internal ports, the
+#: unauthenticated-push opt-out, the room API's token), accepted here even before a settings class declares them,
+#: so that the chart and the services can land in either order.
+CONTRACT_FIELDS: dict[type[BaseSettings], set[str]] = {
+    WebhookSettings: {"webhook_internal_port"},
+    BridgeSettings: {"bridge_internal_port", "bridge_push_allow_unauthenticated"},
+    WorkerSettings: {"worker_room_api_token"},
+}
+
+
 def env_names(cls: type[BaseSettings]) -> set[str]:
     """The INTURN_* variables ``cls`` reads."""
-    return {f"{ENV_PREFIX}{field.upper()}" for field in cls.model_fields}
+    return {f"{ENV_PREFIX}{field.upper()}" for field in {*cls.model_fields, *CONTRACT_FIELDS.get(cls, set())}}
 
 
 def component_configmaps(manifests: list[Manifest]) -> dict[str, dict[str, str]]:
@@ -120,10 +130,12 @@ def test_every_secret_setting_of_a_deployed_service_is_wired_from_a_secret() -> 
     # or operators would be left to put it in a ConfigMap.
     items = yaml.safe_load((CHART / "values.yaml").read_text())["secrets"]["items"]
     wired = {item["field"]: set(item["components"]) for item in items.values()}
-    schema = json.loads((CHART / "values.schema.json").read_text())
-    refused = set(schema["properties"]["config"]["propertyNames"]["not"]["enum"])
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]
+    maps = [schema["config"], *(schema[c]["properties"]["config"] for c in SETTINGS)]
     for component, cls in SETTINGS.items():
         for field in secret_fields(cls):
             assert field in wired, f"{cls.__name__}.{field} is a secret with no secrets.items entry"
             assert component in wired[field], f"{field} does not reach the {component}"
-            assert field in refused, f"the values schema does not refuse {field} in a config map"
+            for closed in maps:  # closed maps (additionalProperties: false) refuse what they do not list
+                assert closed["additionalProperties"] is False
+                assert field not in closed["properties"], f"the values schema allows {field} in a config map"

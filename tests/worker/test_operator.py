@@ -24,6 +24,8 @@ from tests.worker.harness import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
+ROOM_API_TOKEN = "operator-test-room-token"
+
 
 @pytest.fixture
 def operator_env(inturn_topics: KafkaSettings, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,8 +34,7 @@ def operator_env(inturn_topics: KafkaSettings, pg_schema: str, monkeypatch: pyte
     monkeypatch.setenv("INTURN_TOPIC_MESSAGES", inturn_topics.topic_messages)
     monkeypatch.setenv("INTURN_TOPIC_PARTITIONS", str(inturn_topics.topic_partitions))
     monkeypatch.setenv("INTURN_POSTGRES_DSN", pg_schema)
-    # The workers' room API answers only with its token (worker and CLI read the same variable).
-    monkeypatch.setenv("INTURN_WORKER_ROOM_API_TOKEN", "operator-test-token")
+    monkeypatch.setenv("INTURN_WORKER_ROOM_API_TOKEN", ROOM_API_TOKEN)
 
 
 async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room_released(
@@ -46,7 +47,14 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
 ) -> None:
     platform.behaviour["B"].answers.extend([(400, None), (422, None)])
     produce(inturn_topics, [message("B", "b0"), message("B", "b1"), message("B", "b2")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_dead_letter_policy="block")
+    settings = worker_settings(
+        inturn_topics,
+        pg_schema,
+        platform.url,
+        f"g{test_id}",
+        worker_dead_letter_policy="block",
+        worker_room_api_token=ROOM_API_TOKEN,
+    )
     async with running_worker(settings) as worker:
         await events(inturn_topics, expect_terminal=1)
         operator = load(OperatorSettings)

@@ -104,8 +104,7 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     _, answer = platform.pending  # type: ignore[misc]
     answer.set_result(SendResult("wamid.0"))
     await eventually(lambda: platform.pending is None and entry.prepared is None, 5, "the room loop got there", every=0)
-    # Only this test's name and getrefcount's argument still refer to the body (a compiled PreparedSend cannot be
-    # weakly referenced, so its references are counted).
+    # Only this test's name and getrefcount's argument still refer to the body.
     await eventually(lambda: sys.getrefcount(rendered) == 2, 5, "the room loop let go of the body", every=0)
     assert recorder.events == [], "m0 was sent and still awaits its ack: its one event comes with its outcome"
     assert (describe({0: part}, "R") or {}).get("in_flight") is True

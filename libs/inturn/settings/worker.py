@@ -17,7 +17,11 @@ def _default_worker_id() -> str:
 
 
 class PlatformSettings(KafkaSettings):
-    """Where each platform's send API is and how to authenticate (one connection pool per platform)."""
+    """Where each platform's send API is and how to authenticate (one connection pool per platform).
+
+    The credentials default to ``dev-token``, which the platform simulator accepts; it is a placeholder, so in
+    production every platform credential must be set to a real value or the worker does not start.
+    """
 
     whatsapp_base_url: str = Field(
         "https://graph.facebook.com", description="WhatsApp Cloud API base URL (the simulator's URL locally)."
@@ -172,8 +176,18 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_ack_lookback_ms: int = Field(
         60_000, ge=0, description="Read acks partitions from this far before an assignment (acks that raced it)."
     )
-    worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104
-    worker_http_port: int = Field(8081, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz.")
+    worker_http_host: str = Field(
+        "0.0.0.0",  # noqa: S104 - the probes and Prometheus reach the pod from outside
+        description="Bind address of the internal HTTP server (/metrics, /healthz, /readyz, /rooms/{room_id}).",
+    )
+    worker_http_port: int = Field(
+        8081, ge=0, le=65535, description="Port of the internal HTTP server; never routed by an Ingress."
+    )
+    worker_room_api_token: SecretStr | None = Field(
+        None,
+        description="Bearer token /rooms/{room_id} requires (401 without it); unset: the room API is off (404). "
+        "`inturn rooms show` sends this variable's value.",
+    )
 
     def rate_limit(self, platform: str) -> tuple[float, int]:
         """Sends per second per account of ``platform``, and its token bucket's size."""

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
-from mypy_extensions import mypyc_attr
 
 from inturn.errors import SchemaError
 from inturn.kafka import make_consumer
@@ -46,7 +45,6 @@ POLL_S = 0.005
 IDLE_POLL_S = 0.02
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (docs/compiled.md); a test subclasses it
 class AckReader:
     """Consumes the acks partitions mirroring the messages assignment and routes each ack."""
 

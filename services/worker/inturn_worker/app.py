@@ -19,7 +19,6 @@ import structlog
 from aiohttp import web
 
 from inturn import topics
-from inturn.compiled import require_fresh
 from inturn.db import migrate
 from inturn.db.pool import create_pool
 from inturn.db.store import Store
@@ -71,7 +70,6 @@ class Worker:
     async def run(self) -> None:
         """Run until ``stop`` (or a signal), then drain and close everything."""
         settings = self.settings
-        hot_path = require_fresh()  # a compiled module older than its source would run code no longer there
         layout = topics.check(make_admin(settings), settings)
         pool = await create_pool(settings)
         async with pool.acquire() as conn:
@@ -94,13 +92,16 @@ class Worker:
         intake = Intake(settings, parts, rooms, events, store, acks, checkpoint, layout.messages)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
-            settings.worker_http_host, settings.worker_http_port, self._ready, functools.partial(describe, parts)
+            settings.worker_http_host,
+            settings.worker_http_port,
+            self._ready,
+            functools.partial(describe, parts),
+            settings.worker_room_api_token,
         )
         log.info(
             "worker_started",
             worker_id=settings.worker_id,
             mode=str(settings.worker_mode),
-            compiled=f"{sum(module.compiled for module in hot_path)}/{len(hot_path)}",  # docs/compiled.md
             group=settings.worker_group_id,
             http_port=self.http_port,
         )

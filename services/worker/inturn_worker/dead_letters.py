@@ -12,6 +12,7 @@ import asyncio
 import structlog
 
 from inturn.db.store import Store, retrying
+from inturn.dead_letters import fitting
 from inturn.metrics import worker as m
 from inturn.schemas import DeadLetter
 from inturn.settings.worker import WorkerSettings
@@ -42,7 +43,9 @@ class DeadLetters:
             partition=entry.part.partition,
             offset=entry.offset,
         )
-        self._events.dead_letter(letter, room.room_id)
+        # On the topic whole when it fits its record limit, else bounded (inturn.dead_letters); PostgreSQL keeps
+        # it whole.
+        self._events.dead_letter(fitting(letter, entry.raw), room.room_id)
         await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
         m.DEAD_LETTERS.labels(entry.platform, reason_kind(reason)).inc()
         log.warning(

@@ -227,9 +227,9 @@ class Rooms:
     async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter) -> None:
         """Send, then (in the ack-gated modes) wait for the ack or the timeout.
 
-        The rendered send goes straight into the send, never into a local or parameter of this frame: the frame
+        The rendered send goes straight into the send, never into a local of this frame that outlives it: the frame
         stays suspended while the message awaits its ack and would keep the body alive (with tens of thousands
-        of rooms awaiting acks, a kilobyte each adds up). A compiled frame keeps every local until it returns."""
+        of rooms awaiting acks, a kilobyte each adds up)."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack

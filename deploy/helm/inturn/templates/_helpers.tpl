@@ -110,11 +110,11 @@ The settings (field name -> value) one component reads, before they become INTUR
 {{- if eq .component "worker" }}
 {{- $s = merge (dict "worker_http_port" $v.worker.port) (deepCopy $v.worker.config) $s }}
 {{- else if eq .component "webhook" }}
-{{- $s = merge (dict "webhook_port" $v.webhook.port) (deepCopy $v.webhook.config) $s }}
+{{- $s = merge (dict "webhook_port" $v.webhook.port "webhook_internal_port" $v.webhook.internalPort) (deepCopy $v.webhook.config) $s }}
 {{- else if eq .component "bridge" }}
-{{- $s = merge (dict "bridge_mode" $v.bridge.mode "bridge_http_port" $v.bridge.port) (deepCopy $v.bridge.config) $s }}
+{{- $s = merge (dict "bridge_mode" $v.bridge.mode "bridge_http_port" $v.bridge.port "bridge_internal_port" $v.bridge.internalPort "bridge_push_allow_unauthenticated" $v.bridge.push.allowUnauthenticated) (deepCopy $v.bridge.config) $s }}
 {{- else if eq .component "report" }}
-{{- $s = merge (dict "report_out_dir" $v.report.output.mountPath) (deepCopy $v.report.config) $s }}
+{{- $s = merge (dict "report_out_dir" (default $v.report.output.mountPath $v.report.output.uri)) (deepCopy $v.report.config) $s }}
 {{- end }}
 {{- toYaml $s }}
 {{- end }}
@@ -183,15 +183,20 @@ The settings (field name -> value) one component reads, before they become INTUR
   mountPath: /tmp
 {{- end }}
 
-{{/* The report's output volume source: the named claim, or an emptyDir. */}}
-{{- define "inturn.reportOutputVolume" -}}
-{{- if .Values.report.output.existingClaim }}
-persistentVolumeClaim:
-  claimName: {{ .Values.report.output.existingClaim }}
-{{- else }}
-emptyDir:
-  sizeLimit: {{ .Values.report.output.sizeLimit }}
+{{/* The namespace of the report's resources: report.namespace, or the release's. */}}
+{{- define "inturn.reportNamespace" -}}
+{{- default .Release.Namespace .Values.report.namespace }}
 {{- end }}
+
+{{/* The claim the report writes to: the existing one, or "<fullname>-report" which the chart creates. */}}
+{{- define "inturn.reportClaimName" -}}
+{{- default (include "inturn.componentName" (dict "ctx" . "component" "report")) .Values.report.output.existingClaim }}
+{{- end }}
+
+{{/* The report's output volume source (when output.uri is empty): a claim, never an emptyDir. */}}
+{{- define "inturn.reportOutputVolume" -}}
+persistentVolumeClaim:
+  claimName: {{ include "inturn.reportClaimName" . }}
 {{- end }}
 
 {{- define "inturn.topologySpread" -}}
@@ -242,7 +247,7 @@ topologySpreadConstraints:
 {{- if and $v.report.enabled (eq $v.report.spark.deployMode "cluster") $v.report.spark.master (not (hasPrefix "k8s://" $v.report.spark.master)) }}
 {{- fail "report.spark.deployMode=cluster needs Spark on Kubernetes (report.spark.master empty or k8s://...): other masters run Python applications in client mode only." }}
 {{- end }}
-{{- $managed := dict "topic_partitions" "topics.partitions" "topic_replication" "topics.replication" "topic_retention_ms" "topics.retentionMs" "worker_http_port" "worker.port" "webhook_port" "webhook.port" "bridge_http_port" "bridge.port" "bridge_mode" "bridge.mode" "report_out_dir" "report.output.mountPath" "worker_instance_id" "worker.staticMembership" }}
+{{- $managed := dict "topic_partitions" "topics.partitions" "topic_replication" "topics.replication" "topic_retention_ms" "topics.retentionMs" "worker_http_port" "worker.port" "webhook_port" "webhook.port" "webhook_internal_port" "webhook.internalPort" "bridge_http_port" "bridge.port" "bridge_internal_port" "bridge.internalPort" "bridge_mode" "bridge.mode" "bridge_push_allow_unauthenticated" "bridge.push.allowUnauthenticated" "report_out_dir" "report.output" "worker_instance_id" "worker.staticMembership" }}
 {{- range $where, $config := dict "config" $v.config "worker.config" $v.worker.config "webhook.config" $v.webhook.config "bridge.config" $v.bridge.config "report.config" $v.report.config }}
 {{- range $field, $_ := $config }}
 {{- if hasKey $managed $field }}
@@ -250,7 +255,46 @@ topologySpreadConstraints:
 {{- end }}
 {{- end }}
 {{- end }}
+{{- if and $v.bridge.enabled (eq $v.bridge.mode "push") (not $v.bridge.push.allowUnauthenticated) }}
+{{- if not (and $v.bridge.config.bridge_oidc_audience $v.bridge.config.bridge_oidc_email) }}
+{{- fail "bridge.mode=push needs bridge.config.bridge_oidc_audience and bridge.config.bridge_oidc_email (the audience your push subscription signs its OIDC tokens for, and its service account's email): without both, anyone who reaches the push endpoint makes the workers message anyone. On a private network only, bridge.push.allowUnauthenticated=true accepts unsigned pushes." }}
+{{- end }}
+{{- end }}
+{{- include "inturn.validateDrain" . }}
 {{- if and $v.secrets.create $v.secrets.existingSecret }}
 {{- fail "secrets.create and secrets.existingSecret are both set: the chart creates a Secret only when you name none." }}
+{{- end }}
+{{- end }}
+
+{{/*
+A drain must finish within the grace period, or Kubernetes kills the pod mid-drain (in-flight messages sent twice,
+confirmations lost). Seconds: the preStop sleep plus the component's drain setting must stay below
+terminationGracePeriodSeconds.
+*/}}
+{{- define "inturn.validateDrain" -}}
+{{- $v := .Values }}
+{{- $checks := list }}
+{{- if $v.worker.enabled }}
+{{- $checks = append $checks (dict "where" "worker" "setting" "worker.config.worker_revoke_grace_ms" "ms" (get $v.worker.config "worker_revoke_grace_ms") "c" $v.worker) }}
+{{- end }}
+{{- if $v.webhook.enabled }}
+{{- $checks = append $checks (dict "where" "webhook" "setting" "" "ms" nil "c" $v.webhook) }}
+{{- end }}
+{{- if $v.bridge.enabled }}
+{{- $s := get $v.bridge.config "bridge_shutdown_timeout_s" }}
+{{- $checks = append $checks (dict "where" "bridge" "setting" "bridge.config.bridge_shutdown_timeout_s" "ms" (ternary nil (mulf (default 0 $s) 1000) (kindIs "invalid" $s)) "c" $v.bridge) }}
+{{- end }}
+{{- range $check := $checks }}
+{{- $grace := float64 $check.c.terminationGracePeriodSeconds }}
+{{- $sleep := float64 (default 0 $check.c.preStopSleepSeconds) }}
+{{- $drain := 0.0 }}
+{{- if not (kindIs "invalid" $check.ms) }}{{ $drain = divf $check.ms 1000 }}{{ end }}
+{{- if ge (addf $sleep $drain) $grace }}
+{{- if $check.setting }}
+{{- fail (printf "%s: the drain (%s = %v s, plus preStopSleepSeconds = %v s) does not finish within %s.terminationGracePeriodSeconds (%v s): Kubernetes would kill the pod mid-drain. Raise terminationGracePeriodSeconds above %v or shorten the drain." $check.where $check.setting $drain $sleep $check.where $grace (addf $sleep $drain)) }}
+{{- else }}
+{{- fail (printf "%s: preStopSleepSeconds (%v s) does not finish within terminationGracePeriodSeconds (%v s): the pod would be killed before it stops serving. Raise terminationGracePeriodSeconds or shorten the sleep." $check.where $sleep $grace) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}

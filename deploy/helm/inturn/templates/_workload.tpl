@@ -1,6 +1,8 @@
 {{/*
 The Deployment, Service, PodDisruptionBudget and HPA shared by the long-running components (worker, webhook,
-bridge): one image, a subcommand, one HTTP port serving /metrics, /healthz and /readyz.
+bridge): one image, a subcommand, an internal port (`internal`: /metrics, /healthz, /readyz, and the worker's room
+API) and, for the webhook and the bridge in push mode, a public port (`http`: only the callback or push routes, the
+one the Ingress routes).
 Called with (dict "ctx" $ "component" "worker" "args" (list "worker")); with "statefulset" true the workload is a
 StatefulSet whose pods pass their stable name as INTURN_WORKER_INSTANCE_ID (Kafka static group membership).
 */}}
@@ -29,7 +31,7 @@ spec:
   {{- if .statefulset }}
   # Stable pod names (<name>-0, -1, ...) are the members' group.instance.id: a restarted pod takes its partitions
   # back without a rebalance. Pods start and stop in parallel; an update replaces one pod at a time.
-  serviceName: {{ $name }}
+  serviceName: {{ $name }}-headless
   podManagementPolicy: Parallel
   updateStrategy:
     type: RollingUpdate
@@ -69,6 +71,10 @@ spec:
       priorityClassName: {{ . }}
       {{- end }}
       {{- include "inturn.topologySpread" . | nindent 6 }}
+      {{- with $c.initContainers }}
+      initContainers:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       containers:
         - name: {{ .component }}
           image: {{ include "inturn.image" $ctx }}
@@ -77,12 +83,20 @@ spec:
           args:
             {{- toYaml .args | nindent 12 }}
           ports:
+            {{- if include "inturn.publicPort" . }}
             - name: http
               containerPort: {{ $c.port }}
+              protocol: TCP
+            {{- end }}
+            - name: internal
+              containerPort: {{ include "inturn.internalPort" . }}
               protocol: TCP
           envFrom:
             - configMapRef:
                 name: {{ $name }}
+            {{- with $c.extraEnvFrom }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
           {{- $env := include "inturn.secretEnv" . | trim }}
           {{- if or $env $c.extraEnv .statefulset }}
           env:
@@ -117,8 +131,17 @@ spec:
             {{- include "inturn.securityContext" $ctx | nindent 12 }}
           volumeMounts:
             {{- include "inturn.tmpMount" $ctx | nindent 12 }}
+            {{- with $c.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+        {{- with $c.sidecars }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       volumes:
         {{- include "inturn.tmpVolume" $ctx | nindent 8 }}
+        {{- with $c.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- with $c.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
@@ -138,11 +161,48 @@ apiVersion: v1
 kind: ConfigMap
 metadata:
   name: {{ include "inturn.componentName" . }}
-  namespace: {{ .ctx.Release.Namespace }}
+  namespace: {{ default .ctx.Release.Namespace .namespace }}
   labels:
     {{- include "inturn.labels" . | nindent 4 }}
 data:
   {{- include "inturn.configData" . | nindent 2 }}
+{{- end }}
+
+{{/* The internal port's number: the worker's one port, the webhook's and bridge's internalPort. */}}
+{{- define "inturn.internalPort" -}}
+{{- $c := get .ctx.Values .component }}
+{{- if hasKey $c "internalPort" }}{{ $c.internalPort }}{{ else }}{{ $c.port }}{{ end }}
+{{- end }}
+
+{{/* "true" when the component has a public port: the webhook always, the bridge in push mode. */}}
+{{- define "inturn.publicPort" -}}
+{{- if or (eq .component "webhook") (and (eq .component "bridge") (eq .ctx.Values.bridge.mode "push")) }}true{{ end }}
+{{- end }}
+
+{{/*
+The worker StatefulSet's governing Service: headless, so each pod has a DNS name
+(<pod>.<fullname>-worker-headless.<namespace>.svc), published before it is ready (`inturn rooms show --worker`
+reaches a pod that is still starting). Labelled so that the ServiceMonitor does not scrape it a second time.
+*/}}
+{{- define "inturn.headlessService" -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "inturn.componentName" . }}-headless
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "inturn.labels" . | nindent 4 }}
+    inturn.dev/headless: "true"
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector:
+    {{- include "inturn.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: internal
+      port: {{ include "inturn.internalPort" . }}
+      targetPort: internal
+      protocol: TCP
 {{- end }}
 
 {{- define "inturn.service" -}}
@@ -163,9 +223,15 @@ spec:
   selector:
     {{- include "inturn.selectorLabels" . | nindent 4 }}
   ports:
+    {{- if include "inturn.publicPort" . }}
     - name: http
-      port: {{ if hasKey $c "service" }}{{ $c.service.port }}{{ else }}{{ $c.port }}{{ end }}
+      port: {{ $c.service.port }}
       targetPort: http
+      protocol: TCP
+    {{- end }}
+    - name: internal
+      port: {{ include "inturn.internalPort" . }}
+      targetPort: internal
       protocol: TCP
 {{- end }}
 

@@ -1,0 +1,351 @@
+"""What a stranger can make the webhook spend: uvicorn's HTTP protocol (llhttp through httptools) with limits.
+
+uvicorn bounds none of these by itself: the size and number of headers, how long a client may take to send its
+headers or its body, or how many bodies are held at once. ``GuardedProtocol`` (``uvicorn.run(http=...)``) adds,
+per connection:
+
+- the request line plus headers at most ``max_header_bytes``, at most ``max_headers`` fields: else 431 and the
+  connection is closed (counted as they arrive, so an endless header is cut off at the limit, not buffered);
+- headers complete within ``header_timeout`` of the connection's start or of the request's first byte: else 408
+  and closed (a half-sent request holds nothing for long);
+- the whole body within ``body_timeout`` of the headers: else closed (the application sees the client gone);
+- an idle keep-alive connection closed after uvicorn's ``timeout_keep_alive`` (set from the settings);
+- before a single byte of body is buffered, ``Guard.admit`` decides (``inturn_webhook.admission``): a callback
+  route whose signature header has the route's form reserves its declared length from the process-wide
+  ``Budget`` (503 with ``Retry-After`` when it does not fit); anything else with a body is refused (401 or 413).
+  A refused request is answered at once with ``Connection: close`` and its body is never read. The reservation is
+  given back when the application is done with the request.
+
+Memory given back: glibc keeps freed heap memory for reuse, and raises its mmap threshold after large blocks are
+freed, so the 1 MiB bodies of a flood would stay in the process's RSS. ``release_memory_after_bodies`` fixes the
+mmap threshold (``mallopt(M_MMAP_THRESHOLD)``: a body of 128 KiB or more is its own mapping, unmapped when freed)
+and ``Budget`` trims the heap (``malloc_trim``) once the bodies in flight drop back to none after a peak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ctypes
+import ctypes.util
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+import structlog
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE as _STATUS_LINE
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from inturn.metrics import webhook as metrics
+
+log = structlog.get_logger("inturn.webhook")
+
+#: glibc's ``mallopt`` parameter numbers (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: Blocks of this size or more are mapped on their own and unmapped when freed (glibc's default start value, fixed).
+MMAP_THRESHOLD = 128 * 1024
+#: After the bodies in flight peaked above this, the heap is trimmed once they are all gone.
+TRIM_AFTER_PEAK = 4 * 1024 * 1024
+#: How long after the last body is gone the heap is trimmed (a flood's next wave would undo an earlier trim).
+TRIM_DELAY_S = 0.5
+
+
+def _libc() -> Any:
+    """glibc, or None (another C library: the memory tuning is skipped)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.malloc_trim  # noqa: B018 - only glibc has it
+        libc.mallopt  # noqa: B018 - only glibc has it
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+
+
+def release_memory_after_bodies() -> bool:
+    """Fix glibc's mmap threshold (large bodies are unmapped when freed, whatever was freed before): True when
+    done (glibc), False otherwise."""
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def trim_heap() -> None:
+    """Give the heap's free memory back to the operating system (glibc ``malloc_trim``; nothing elsewhere)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+class Budget:
+    """Bytes of request bodies the process holds at once, across every connection."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.held = 0
+        self._peak = 0
+        self._trim: asyncio.TimerHandle | None = None
+
+    def take(self, size: int) -> bool:
+        """Reserve ``size`` bytes: False (nothing reserved) when they do not fit."""
+        if self.held + size > self.capacity:
+            return False
+        self.held += size
+        self._peak = max(self._peak, self.held)
+        return True
+
+    def give(self, size: int) -> None:
+        """Give back a reservation; trim the heap soon when none is left after a peak."""
+        self.held -= size
+        if self.held == 0 and self._peak >= TRIM_AFTER_PEAK and self._trim is None:
+            self._peak = 0
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                trim_heap()
+                return
+            self._trim = loop.call_later(TRIM_DELAY_S, self._trimmed)
+
+    def _trimmed(self) -> None:
+        self._trim = None
+        started = time.perf_counter()
+        trim_heap()
+        log.info("heap_trimmed", held=self.held, ms=round((time.perf_counter() - started) * 1000, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An answer given by the server itself, the connection then closed."""
+
+    status: int
+    detail: str
+    outcome: str  # inturn_webhook_requests_total's answer label
+    retry_after: bool = False
+
+    def response(self) -> bytes:
+        body = b'{"detail":"%s"}' % self.detail.encode()
+        retry = b"retry-after: 1\r\n" if self.retry_after else b""
+        return b"".join(
+            (
+                _STATUS_LINE[self.status],
+                b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body),
+                retry,
+                b"connection: close\r\n\r\n",
+                body,
+            )
+        )
+
+
+#: Decides, once a request's headers are in, before its body is read: the bytes to reserve, or a refusal.
+#: Arguments: whether it came to the internal port, the method, the raw path, the headers (lower-case names).
+Admit = Callable[[bool, bytes, bytes, list[tuple[bytes, bytes]]], "int | Refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The limits ``GuardedProtocol`` enforces, the admission rule and the budget (one per process)."""
+
+    max_header_bytes: int
+    max_headers: int
+    header_timeout: float
+    body_timeout: float
+    internal_port: int
+    admit: Admit
+    budget: Budget
+
+
+HEADERS_TOO_LARGE = Refusal(431, "request headers too large", "headers_too_large")
+TOO_MANY_HEADERS = Refusal(431, "too many request headers", "too_many_headers")
+HEADER_TIMEOUT = Refusal(408, "request headers not received in time", "header_timeout")
+
+
+class _Refused(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.detail)
+        self.refusal = refusal
+
+
+_RESERVED = "inturn_reserved"  # the cycle's reservation, kept in its __dict__ (uvicorn's class has no such field)
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the limits of ``Guard`` (the application's ``guard`` attribute; without
+    one it behaves as uvicorn's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard: Guard | None = getattr(self.app, "guard", None)
+        self._timer: asyncio.TimerHandle | None = None  # the header or body deadline running
+        self._in_head = True  # between a request's first byte (or the connection's start) and its headers' end
+        self._head_bytes = 0  # raw bytes received while in the head
+        self._header_count = 0
+        self._refused = False  # the request was answered by the guard: its body is dropped
+        self._internal = False
+
+    # Deadlines
+    def _arm(self, seconds: float, expired: Callable[[], None]) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(seconds, expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _header_timeout(self) -> None:
+        self._timer = None
+        self._refuse(HEADER_TIMEOUT)
+
+    def _body_timeout(self) -> None:
+        self._timer = None
+        metrics.REQUESTS.labels("server", "body_timeout").inc()
+        if not self.transport.is_closing():
+            self.transport.close()  # the application's receive() then answers http.disconnect
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._refused = True
+        self._disarm()
+        metrics.REQUESTS.labels("server", refusal.outcome).inc()
+        if not self.transport.is_closing():
+            self.transport.write(refusal.response())
+            self.transport.close()
+
+    # Connection
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override] # uvicorn's signature
+        super().connection_made(transport)
+        if self.guard is not None:
+            server = self.server
+            self._internal = server is not None and server[1] == self.guard.internal_port
+            self._arm(self.guard.header_timeout, self._header_timeout)  # a silent connection is not kept
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        for cycle, _ in self.pipeline:  # queued requests that will never run: their reservations back
+            self._release(cycle)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        guard = self.guard
+        if guard is None:
+            super().data_received(data)
+            return
+        self._unset_keepalive_if_required()
+        if self._in_head:  # counted before parsing: a header still growing is buffered by the parser, not seen
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            refused = exc.__context__
+            if isinstance(refused, _Refused):
+                self._refuse(refused.refusal)
+                return
+            self._invalid()
+            return
+        except httptools.HttpParserError:
+            self._invalid()
+            return
+        except httptools.HttpParserUpgrade:
+            self._unsupported_upgrade_warning()  # the webhook speaks no other protocol
+            return
+        if self._in_head and not self._refused and self._head_bytes > guard.max_header_bytes:
+            self._refuse(HEADERS_TOO_LARGE)  # a head still growing past the limit
+
+    def _invalid(self) -> None:
+        self._refused = True
+        self._disarm()
+        self.send_400_response("Invalid HTTP request received.")
+
+    # Parser callbacks
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._refused = False
+        self._header_count = 0
+        if self.guard is not None and not self._in_head:  # a keep-alive connection's next request starts
+            self._in_head = True
+            self._head_bytes = 0
+            self._arm(self.guard.header_timeout, self._header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        guard = self.guard
+        if guard is not None and len(self.url) > guard.max_header_bytes:
+            raise _Refused(HEADERS_TOO_LARGE)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        guard = self.guard
+        if guard is not None:
+            self._header_count += 1
+            if self._header_count > guard.max_headers:
+                raise _Refused(TOO_MANY_HEADERS)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        guard = self.guard
+        if guard is None:
+            super().on_headers_complete()
+            return
+        self._in_head = False
+        self._disarm()
+        if len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > guard.max_header_bytes:
+            raise _Refused(HEADERS_TOO_LARGE)
+        decision = guard.admit(
+            self._internal, self.parser.get_method(), httptools.parse_url(self.url).path, self.headers
+        )
+        pipelined = self.cycle is not None and not self.cycle.response_complete
+        if isinstance(decision, Refusal):
+            if pipelined:  # an answer now would come before the previous request's: close instead
+                self._refused = True
+                self.transport.close()
+                return
+            raise _Refused(decision)
+        if decision and not guard.budget.take(decision):
+            if pipelined:
+                self._refused = True
+                self.transport.close()
+                return
+            raise _Refused(Refusal(503, "too many request bodies in flight", "over_budget", retry_after=True))
+        super().on_headers_complete()
+        if decision:
+            vars(self.cycle)[_RESERVED] = decision
+        self._arm(guard.body_timeout, self._body_timeout)
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._refused:
+            return
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        super().on_response_complete()
+        if self.guard is not None and cycle is not None and cycle.more_body and not self.transport.is_closing():
+            # Answered before its whole body came (refused by the application): not worth reading the rest.
+            self._disarm()
+            self.transport.close()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # uvicorn's, with the reservation given back when the request's task is done (whatever its end).
+        if self.config.reset_contextvars:
+            task = self.loop.create_task(cycle.run_asgi(app), context=contextvars.Context())
+        else:
+            task = self.loop.create_task(cycle.run_asgi(app))
+        task.add_done_callback(self.tasks.discard)
+        if self.guard is not None:
+            task.add_done_callback(lambda _: self._release(cycle))
+        self.tasks.add(task)
+
+    def _release(self, cycle: RequestResponseCycle) -> None:
+        reserved = vars(cycle).pop(_RESERVED, 0)
+        if reserved and self.guard is not None:
+            self.guard.budget.give(reserved)
