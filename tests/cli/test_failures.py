@@ -4,6 +4,9 @@ for; process start included). The real ``inturn`` command runs against loopback 
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+
 import pytest
 
 from tests.cli.harness import assert_one_line_failure, clean_env, closed_port, run
@@ -94,3 +97,32 @@ def test_bad_arguments_are_refused_before_any_service_is_tried(
 def test_an_invalid_setting_is_one_line_naming_the_variable(down: dict[str, str]) -> None:
     result = run("topics", "check", env={**down, "INTURN_TOPIC_PARTITIONS": "0"})
     assert_one_line_failure(result, "configuration error", "INTURN_TOPIC_PARTITIONS")
+
+
+@pytest.fixture(scope="module")
+def silent() -> Iterator[dict[str, str]]:
+    """An environment whose services accept the TCP connection and then never answer (a listening socket nobody
+    reads: the kernel completes the handshake), so the clients' own timeouts are what ends the wait."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        yield clean_env(
+            INTURN_KAFKA_BOOTSTRAP=address,
+            INTURN_POSTGRES_DSN=f"postgresql://inturn@{address}/inturn",
+            PUBSUB_EMULATOR_HOST=address,
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "service"),
+    [
+        (("topics", "check"), "Kafka at "),
+        (("produce", "--rooms", "2", "--messages", "4"), "Kafka at "),
+        (("dlq", "list"), "PostgreSQL at "),
+        (("pubsub", "setup"), "Pub/Sub emulator at "),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
+)
+def test_a_service_that_never_answers(args: tuple[str, ...], service: str, silent: dict[str, str]) -> None:
+    assert_one_line_failure(run(*args, env=silent), service)
