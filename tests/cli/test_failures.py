@@ -4,11 +4,14 @@ for; process start included). The real ``inturn`` command runs against loopback 
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from inturn_devtools.stack import StackState, save_state
 from tests.cli.harness import assert_one_line_failure, clean_env, closed_port, run
 
 
@@ -126,3 +129,22 @@ def silent() -> Iterator[dict[str, str]]:
 )
 def test_a_service_that_never_answers(args: tuple[str, ...], service: str, silent: dict[str, str]) -> None:
     assert_one_line_failure(run(*args, env=silent), service)
+
+
+def test_dev_env_without_a_stack(tmp_path: Path) -> None:
+    result = run("dev", "env", env=clean_env(INTURN_STATE_DIR=str(tmp_path)))
+    assert_one_line_failure(result, "no detached stack is up", "inturn dev up --detach")
+
+
+def test_dev_env_json(tmp_path: Path) -> None:
+    state = StackState(
+        "127.0.0.1:19092", 1, "k", "postgresql://inturn@127.0.0.1:15432/inturn", "p", "127.0.0.1:18085", 2, "s"
+    )
+    save_state(state, tmp_path / "devstack.json")
+    result = run("dev", "env", "--json", env=clean_env(INTURN_STATE_DIR=str(tmp_path)))
+    assert (result.code, result.err) == (0, "")
+    assert json.loads(result.out) == {
+        "INTURN_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "INTURN_POSTGRES_DSN": dsn,
+        "PUBSUB_EMULATOR_HOST": "127.0.0.1:18085",
+    }
