@@ -137,9 +137,8 @@ def test_dev_env_without_a_stack(tmp_path: Path) -> None:
 
 
 def test_dev_env_json(tmp_path: Path) -> None:
-    state = StackState(
-        "127.0.0.1:19092", 1, "k", "postgresql://inturn@127.0.0.1:15432/inturn", "p", "127.0.0.1:18085", 2, "s"
-    )
+    dsn = "postgresql://inturn@127.0.0.1:15432/inturn"
+    state = StackState("127.0.0.1:19092", 1, "k", dsn, "p", "127.0.0.1:18085", 2, "s")
     save_state(state, tmp_path / "devstack.json")
     result = run("dev", "env", "--json", env=clean_env(INTURN_STATE_DIR=str(tmp_path)))
     assert (result.code, result.err) == (0, "")
