@@ -8,6 +8,8 @@ tests hold each to 15 s).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -71,8 +73,29 @@ def kafka(settings: KafkaSettings, what: str) -> Iterator[None]:
         raise kafka_failure(settings, what, exc) from exc
 
 
+def refused(addresses: list[str]) -> str | None:
+    """The reason, when every ``host:port`` refuses a TCP connection outright (nothing listens: no use waiting
+    ``TIMEOUT_S`` for a client's retries); None when any accepts, or does not answer at once."""
+    reasons = []
+    for address in addresses:
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=1.0):
+                return None
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            reasons.append(f"{address}: {_reason(exc)}")
+        except (OSError, ValueError):
+            return None  # a timeout, or an address this check does not understand: the client decides
+    return "; ".join(reasons) if reasons else None
+
+
 def kafka_probe(settings: KafkaSettings, topic: str | None = None) -> None:
     """Raise ``Unreachable`` unless Kafka answers a metadata request within ``TIMEOUT_S`` (and ``topic`` exists)."""
+    if reason := refused(settings.kafka_bootstrap.split(",")):
+        raise Unreachable(
+            f"Kafka at {settings.kafka_bootstrap}: no broker accepts a connection ({reason}); check "
+            "INTURN_KAFKA_BOOTSTRAP and that the brokers are up and reachable from here"
+        )
     admin = kafka_admin(settings)
     with kafka(settings, "reading the cluster's metadata"):
         meta = admin.list_topics(timeout=TIMEOUT_S)
@@ -120,8 +143,6 @@ async def postgres(
 
 def pubsub(where: str, call: Callable[[], T]) -> T:
     """Run a Pub/Sub call; a failure to reach or use Pub/Sub becomes ``Unreachable``."""
-    import os
-
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
@@ -132,6 +153,8 @@ def pubsub(where: str, call: Callable[[], T]) -> T:
         if emulator
         else "check Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS), the project and the network"
     )
+    if emulator and (reason := refused([emulator])):
+        raise Unreachable(f"{target}: {where} failed (connection refused: {reason}); {check}")
     try:
         return call()
     except (gexc.GoogleAPIError, auth_exc.GoogleAuthError) as exc:
@@ -145,10 +168,14 @@ def pubsub_probe(topic_path: str) -> None:
     from google.api_core import exceptions as gexc
     from google.cloud import pubsub_v1
 
+    # The emulator is local: 3 s is plenty for it (and leaves room for the Pub/Sub client's import within the
+    # 15 s the tests hold a failure to); Pub/Sub itself gets TIMEOUT_S (TLS and a token on the first call).
+    timeout = 3.0 if os.environ.get("PUBSUB_EMULATOR_HOST") else TIMEOUT_S
+
     def ask() -> None:
         publisher = pubsub_v1.PublisherClient()
         with suppress(gexc.NotFound):  # the topic need not exist: Pub/Sub answered
-            publisher.get_topic(request={"topic": topic_path}, timeout=TIMEOUT_S, retry=None)
+            publisher.get_topic(request={"topic": topic_path}, timeout=timeout, retry=None)
 
     pubsub(f"reading topic {topic_path}", ask)
 

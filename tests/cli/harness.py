@@ -45,7 +45,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run(*args: str, env: dict[str, str], stdin: int | None = subprocess.DEVNULL, timeout: float = 120) -> Run:
     """Run ``inturn *args`` to completion."""
     started = time.monotonic()
-    proc = subprocess.run(  # noqa: S603 (the project's own command, fixed arguments)
+    proc = subprocess.run(
         [INTURN, *args], env=env, stdin=stdin, capture_output=True, text=True, timeout=timeout, check=False
     )
     return Run(tuple(args), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
@@ -58,7 +58,8 @@ def assert_one_line_failure(result: Run, *needles: str) -> None:
     assert result.code == 1, shown
     assert len(result.err.splitlines()) == 1, shown
     assert "Traceback" not in result.err, shown
-    assert "rdkafka" not in result.err.lower() and "%3|" not in result.err, shown
+    assert "rdkafka" not in result.err.lower(), shown
+    assert "%3|" not in result.err, shown
     assert result.out == "", shown
     for needle in needles:
         assert needle in result.err, f"{needle!r} not in: {shown}"

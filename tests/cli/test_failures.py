@@ -4,8 +4,14 @@ for; process start included). The real ``inturn`` command runs against loopback 
 
 from __future__ import annotations
 
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from inturn_devtools.stack import StackState, save_state
 from tests.cli.harness import assert_one_line_failure, clean_env, closed_port, run
 
 
@@ -87,9 +93,57 @@ def test_bad_arguments_are_refused_before_any_service_is_tried(
     """With every service down, a bad argument is still reported (not a service's absence), at once."""
     result = run(*args, env=down)
     assert_one_line_failure(result, needle)
-    assert "Kafka" not in result.err and "PostgreSQL" not in result.err and "Spark" not in result.err
+    for service in ("Kafka", "PostgreSQL", "Pub/Sub", "Spark"):
+        assert service not in result.err
 
 
 def test_an_invalid_setting_is_one_line_naming_the_variable(down: dict[str, str]) -> None:
     result = run("topics", "check", env={**down, "INTURN_TOPIC_PARTITIONS": "0"})
     assert_one_line_failure(result, "configuration error", "INTURN_TOPIC_PARTITIONS")
+
+
+@pytest.fixture(scope="module")
+def silent() -> Iterator[dict[str, str]]:
+    """An environment whose services accept the TCP connection and then never answer (a listening socket nobody
+    reads: the kernel completes the handshake), so the clients' own timeouts are what ends the wait."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        yield clean_env(
+            INTURN_KAFKA_BOOTSTRAP=address,
+            INTURN_POSTGRES_DSN=f"postgresql://inturn@{address}/inturn",
+            PUBSUB_EMULATOR_HOST=address,
+        )
+
+
+@pytest.mark.parametrize(
+    ("args", "service"),
+    [
+        (("topics", "check"), "Kafka at "),
+        (("produce", "--rooms", "2", "--messages", "4"), "Kafka at "),
+        (("dlq", "list"), "PostgreSQL at "),
+        (("pubsub", "setup"), "Pub/Sub emulator at "),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
+)
+def test_a_service_that_never_answers(args: tuple[str, ...], service: str, silent: dict[str, str]) -> None:
+    assert_one_line_failure(run(*args, env=silent), service)
+
+
+def test_dev_env_without_a_stack(tmp_path: Path) -> None:
+    result = run("dev", "env", env=clean_env(INTURN_STATE_DIR=str(tmp_path)))
+    assert_one_line_failure(result, "no detached stack is up", "inturn dev up --detach")
+
+
+def test_dev_env_json(tmp_path: Path) -> None:
+    dsn = "postgresql://inturn@127.0.0.1:15432/inturn"
+    state = StackState("127.0.0.1:19092", 1, "k", dsn, "p", "127.0.0.1:18085", 2, "s")
+    save_state(state, tmp_path / "devstack.json")
+    result = run("dev", "env", "--json", env=clean_env(INTURN_STATE_DIR=str(tmp_path)))
+    assert (result.code, result.err) == (0, "")
+    assert json.loads(result.out) == {
+        "INTURN_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "INTURN_POSTGRES_DSN": dsn,
+        "PUBSUB_EMULATOR_HOST": "127.0.0.1:18085",
+    }

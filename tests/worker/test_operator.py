@@ -62,7 +62,9 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
         while (await room_info(operator, "B"))["cursor"] is None:  # noqa: ASYNC110 - PostgreSQL has no event to wait on
             await asyncio.sleep(0.05)
         assert (
-            await asyncio.to_thread(main, ["rooms", "show", "B", "--worker", f"http://127.0.0.1:{worker.http_port}"])
+            await asyncio.to_thread(
+                main, ["rooms", "show", "B", "--json", "--worker", f"http://127.0.0.1:{worker.http_port}"]
+            )
             == 0
         )
     shown = json.loads(capsys.readouterr().out)
@@ -73,13 +75,13 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
     assert shown["in_memory"][0]["head_message_id"] == "b1"
     assert shown["in_memory"][0]["blocked"] is True
 
-    assert await asyncio.to_thread(main, ["dlq", "list"]) == 0
-    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert await asyncio.to_thread(main, ["dlq", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
     assert [(d["room_id"], d["message_id"]) for d in listed] == [("B", "b0")]
-    assert await asyncio.to_thread(main, ["dlq", "replay"]) == 0
+    assert await asyncio.to_thread(main, ["dlq", "replay", "--yes"]) == 0
     assert "replayed 1" in capsys.readouterr().out
-    assert await asyncio.to_thread(main, ["dlq", "list"]) == 0
-    assert capsys.readouterr().out == ""
+    assert await asyncio.to_thread(main, ["dlq", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
     republished = [
         decode(Message, v).message_id for v in read_topic(inturn_topics, inturn_topics.topic_messages, expect=4)
     ]

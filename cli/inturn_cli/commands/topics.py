@@ -58,6 +58,7 @@ def _settings(args: argparse.Namespace) -> KafkaSettings:
 
 
 def _inspect(settings: KafkaSettings) -> tuple[list[topics.TopicState], list[topics.Finding]]:
+    reach.kafka_probe(settings)  # a Kafka that does not answer is told within TIMEOUT_S
     admin = reach.kafka_admin(settings)
     with reach.kafka(settings, "reading the topics"):
         states = topics.inspect(admin, settings, timeout=reach.TIMEOUT_S)
