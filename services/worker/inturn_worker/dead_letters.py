@@ -12,7 +12,7 @@ from typing import Protocol
 
 import structlog
 
-from inturn.db.store import Store, retrying
+from inturn.db.store import retrying
 from inturn.dead_letters import fitting
 from inturn.metrics import worker as m
 from inturn.schemas import DeadLetter, EventType
