@@ -6,7 +6,8 @@ undisturbed run of the same client in the same test).
 The attackers run in a process of their own (one asyncio loop, loopback only, every loop bounded by the run's
 deadline): 200 senders with a forged signature of the right form and 200 with only a ``sha256=`` prefix, each
 sending 1 MB bodies back to back; 1,500 clients that send half their headers and wait, 1,500 that send headers
-and 10 bytes of a 1,000-byte body and wait, each reconnecting when the server closes it. About 75 s in all.
+and 10 bytes of a 1,000-byte body and wait, each reconnecting when the server closes it. About 75 s in all on a
+quiet machine; not part of ``make test`` (see ``pytestmark``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import statistics
 import threading
 import time
@@ -30,7 +32,12 @@ from inturn_webhook.signature import sign
 from ..webhook.support import meta_payload, meta_status
 from .conftest import WEBHOOK_APP_SECRET, RawConnection, ServiceProcess, raise_open_files, rss_bytes, status_of
 
-pytestmark = pytest.mark.kafka
+pytestmark = [
+    pytest.mark.kafka,
+    # About 75 s on a quiet 2-core machine, 125-145 s on one at load average 20-30: past the minute `make test`
+    # affords, so it runs when asked: INTURN_LOAD_TESTS=1 pytest tests/security/test_webhook_load.py -s
+    pytest.mark.skipif(not os.environ.get("INTURN_LOAD_TESTS"), reason="the 30-second load run: INTURN_LOAD_TESTS=1"),
+]
 
 LOAD_S = 30.0
 UNDISTURBED_S = 8.0
