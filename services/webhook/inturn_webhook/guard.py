@@ -262,14 +262,17 @@ class GuardedProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()  # the webhook speaks no other protocol
             return
-        if self._refused or self._timer is not None:
+        if self._refused:
+            return
+        if self._in_head and self._head_bytes > guard.max_header_bytes:
+            self._refuse(HEADERS_TOO_LARGE)  # a head still growing past the limit
             return
         # Deadlines are armed only for what is still incomplete once a chunk is parsed: a request that arrives in
         # one chunk (nearly every callback) arms none. Its time runs from this chunk, its first.
+        if self._timer is not None:
+            return
         if self._in_head:
-            if self._head_bytes > guard.max_header_bytes:
-                self._refuse(HEADERS_TOO_LARGE)  # a head still growing past the limit
-            elif self._begun:  # a request has begun (an idle keep-alive connection is uvicorn's to time)
+            if self._begun:  # a request has begun (an idle keep-alive connection is uvicorn's to time)
                 self._arm(guard.header_timeout, self._header_timeout)
         elif self._in_body:
             self._arm(guard.body_timeout, self._body_timeout)
