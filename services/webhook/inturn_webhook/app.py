@@ -34,7 +34,7 @@ from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
 from inturn_webhook.admission import admission
 from inturn_webhook.callbacks import Answer, CallbackEndpoint, TwilioEndpoint
-from inturn_webhook.guard import Budget, Guard, release_memory_after_bodies
+from inturn_webhook.guard import Budget, Guard, HeapKeeper, release_memory_after_bodies
 from inturn_webhook.intake import AckIntake
 from inturn_webhook.platforms import parse_messenger, parse_twilio
 from inturn_webhook.rooms import RoomResolver
@@ -249,6 +249,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
             limit,
         ),
         budget=Budget(cfg.webhook_body_budget_bytes),
+        heap=HeapKeeper(),
     )
     app.whatsapp = CallbackEndpoint(
         "whatsapp", META_SIGNATURE, app_secrets, lambda body, _: parse_meta(body, rooms), limit, runtime

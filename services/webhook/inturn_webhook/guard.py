@@ -19,7 +19,7 @@ per connection:
 Memory given back: glibc keeps freed heap memory for reuse, and raises its mmap threshold after large blocks are
 freed, so the 1 MiB bodies of a flood would stay in the process's RSS. ``release_memory_after_bodies`` fixes the
 mmap threshold (``mallopt(M_MMAP_THRESHOLD)``: a body of 128 KiB or more is its own mapping, unmapped when freed)
-and ``Budget`` trims the heap (``malloc_trim``) once the bodies in flight drop back to none after a peak.
+and ``HeapKeeper`` trims the heap (``malloc_trim``) shortly after connections end, at most every 2 seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import asyncio
 import contextvars
 import ctypes
 import ctypes.util
-import time
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,10 +47,10 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 #: Blocks of this size or more are mapped on their own and unmapped when freed (glibc's default start value, fixed).
 MMAP_THRESHOLD = 128 * 1024
-#: After the bodies in flight peaked above this, the heap is trimmed once they are all gone.
-TRIM_AFTER_PEAK = 4 * 1024 * 1024
-#: How long after the last body is gone the heap is trimmed (a flood's next wave would undo an earlier trim).
+#: How long after a connection ended the heap is trimmed, and how often at most (a trim of a heap of a hundred MiB
+#: takes about 40 ms of the event loop, measured; of a quiet one, about 1 ms).
 TRIM_DELAY_S = 0.5
+TRIM_EVERY_S = 2.0
 
 
 def _libc() -> Any:
@@ -84,40 +84,45 @@ def trim_heap() -> None:
         _LIBC.malloc_trim(0)
 
 
+class HeapKeeper:
+    """Trims the heap (``malloc_trim``) shortly after connections end, at most once per ``TRIM_EVERY_S``: what a
+    flood's reads left behind goes back to the operating system, whatever the flood was refused for."""
+
+    def __init__(self) -> None:
+        self._due: asyncio.TimerHandle | None = None
+        self._last = 0.0  # loop time of the last trim
+
+    def soon(self) -> None:
+        """Something was freed (a connection closed, a body dropped): trim within a few seconds."""
+        if self._due is not None or _LIBC is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(TRIM_DELAY_S, self._last + TRIM_EVERY_S - loop.time())
+        self._due = loop.call_later(delay, self._trim, loop)
+
+    def _trim(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._due = None
+        self._last = loop.time()
+        trim_heap()
+
+
 class Budget:
     """Bytes of request bodies the process holds at once, across every connection."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.held = 0
-        self._peak = 0
-        self._trim: asyncio.TimerHandle | None = None
 
     def take(self, size: int) -> bool:
         """Reserve ``size`` bytes: False (nothing reserved) when they do not fit."""
         if self.held + size > self.capacity:
             return False
         self.held += size
-        self._peak = max(self._peak, self.held)
         return True
 
     def give(self, size: int) -> None:
-        """Give back a reservation; trim the heap soon when none is left after a peak."""
+        """Give back a reservation."""
         self.held -= size
-        if self.held == 0 and self._peak >= TRIM_AFTER_PEAK and self._trim is None:
-            self._peak = 0
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                trim_heap()
-                return
-            self._trim = loop.call_later(TRIM_DELAY_S, self._trimmed)
-
-    def _trimmed(self) -> None:
-        self._trim = None
-        started = time.perf_counter()
-        trim_heap()
-        log.info("heap_trimmed", held=self.held, ms=round((time.perf_counter() - started) * 1000, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,7 @@ class Guard:
     internal_port: int
     admit: Admit
     budget: Budget
+    heap: HeapKeeper
 
 
 HEADERS_TOO_LARGE = Refusal(431, "request headers too large", "headers_too_large")
@@ -172,9 +178,6 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
-_RESERVED = "inturn_reserved"  # the cycle's reservation, kept in its __dict__ (uvicorn's class has no such field)
-
-
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the limits of ``Guard`` (the application's ``guard`` attribute; without
     one it behaves as uvicorn's)."""
@@ -185,9 +188,12 @@ class GuardedProtocol(HttpToolsProtocol):
         self._timer: asyncio.TimerHandle | None = None  # the header or body deadline running
         self._in_head = True  # between a request's first byte (or the connection's start) and its headers' end
         self._head_bytes = 0  # raw bytes received while in the head
-        self._header_count = 0
+        self._in_body = False  # between a request's headers and the end of its body
+        self._begun = False  # a request's first byte came and its headers are not complete yet
         self._refused = False  # the request was answered by the guard: its body is dropped
         self._internal = False
+        self._reserved: dict[RequestResponseCycle, int] = {}  # the body bytes each request's cycle holds
+        self._started: tuple[RequestResponseCycle, asyncio.Task[None]] | None = None  # the last request's task
 
     # Deadlines
     def _arm(self, seconds: float, expired: Callable[[], None]) -> None:
@@ -227,6 +233,8 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self.guard is not None:
+            self.guard.heap.soon()
         for cycle, _ in self.pipeline:  # queued requests that will never run: their reservations back
             self._release(cycle)
         super().connection_lost(exc)
@@ -254,8 +262,20 @@ class GuardedProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()  # the webhook speaks no other protocol
             return
-        if self._in_head and not self._refused and self._head_bytes > guard.max_header_bytes:
+        if self._refused:
+            return
+        if self._in_head and self._head_bytes > guard.max_header_bytes:
             self._refuse(HEADERS_TOO_LARGE)  # a head still growing past the limit
+            return
+        # Deadlines are armed only for what is still incomplete once a chunk is parsed: a request that arrives in
+        # one chunk (nearly every callback) arms none. Its time runs from this chunk, its first.
+        if self._timer is not None:
+            return
+        if self._in_head:
+            if self._begun:  # a request has begun (an idle keep-alive connection is uvicorn's to time)
+                self._arm(guard.header_timeout, self._header_timeout)
+        elif self._in_body:
+            self._arm(guard.body_timeout, self._body_timeout)
 
     def _invalid(self) -> None:
         self._refused = True
@@ -266,34 +286,26 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._refused = False
-        self._header_count = 0
-        if self.guard is not None and not self._in_head:  # a keep-alive connection's next request starts
+        self._begun = True
+        if not self._in_head:  # a keep-alive connection's next request starts (its bytes counted from the next chunk)
             self._in_head = True
             self._head_bytes = 0
-            self._arm(self.guard.header_timeout, self._header_timeout)
 
-    def on_url(self, url: bytes) -> None:
-        super().on_url(url)
-        guard = self.guard
-        if guard is not None and len(self.url) > guard.max_header_bytes:
-            raise _Refused(HEADERS_TOO_LARGE)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        guard = self.guard
-        if guard is not None:
-            self._header_count += 1
-            if self._header_count > guard.max_headers:
-                raise _Refused(TOO_MANY_HEADERS)
-        super().on_header(name, value)
+    # The URL and the headers are bounded by the bytes counted in ``data_received`` while in the head (the parser
+    # buffers at most one chunk more); their size and number are checked once, when the head is complete.
 
     def on_headers_complete(self) -> None:
         guard = self.guard
         if guard is None:
             super().on_headers_complete()
             return
-        self._in_head = False
+        self._in_head = self._begun = False
         self._disarm()
-        if len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > guard.max_header_bytes:
+        if len(self.headers) > guard.max_headers:
+            raise _Refused(TOO_MANY_HEADERS)
+        if self._head_bytes > guard.max_header_bytes and (
+            len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers) > guard.max_header_bytes
+        ):  # (counted exactly only when the chunks of the head, with what followed it, passed the limit)
             raise _Refused(HEADERS_TOO_LARGE)
         decision = guard.admit(
             self._internal, self.parser.get_method(), httptools.parse_url(self.url).path, self.headers
@@ -312,9 +324,13 @@ class GuardedProtocol(HttpToolsProtocol):
                 return
             raise _Refused(Refusal(503, "too many request bodies in flight", "over_budget", retry_after=True))
         super().on_headers_complete()
-        if decision:
-            vars(self.cycle)[_RESERVED] = decision
-        self._arm(guard.body_timeout, self._body_timeout)
+        if decision:  # given back when the request's task is done (started by now, unless pipelined: then later)
+            cycle = self.cycle
+            self._reserved[cycle] = decision
+            started = self._started
+            if started is not None and started[0] is cycle:
+                started[1].add_done_callback(functools.partial(self._release, cycle))
+        self._in_body = True
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
@@ -323,7 +339,9 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self._refused:
             return
-        self._disarm()
+        self._in_body = False
+        if self._timer is not None:
+            self._disarm()
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -341,11 +359,12 @@ class GuardedProtocol(HttpToolsProtocol):
         else:
             task = self.loop.create_task(cycle.run_asgi(app))
         task.add_done_callback(self.tasks.discard)
-        if self.guard is not None:
-            task.add_done_callback(lambda _: self._release(cycle))
+        self._started = (cycle, task)
+        if cycle in self._reserved:  # a pipelined request, admitted before its turn
+            task.add_done_callback(functools.partial(self._release, cycle))
         self.tasks.add(task)
 
-    def _release(self, cycle: RequestResponseCycle) -> None:
-        reserved = vars(cycle).pop(_RESERVED, 0)
+    def _release(self, cycle: RequestResponseCycle, _: object = None) -> None:
+        reserved = self._reserved.pop(cycle, 0)
         if reserved and self.guard is not None:
             self.guard.budget.give(reserved)
