@@ -74,8 +74,9 @@ dev-up: setup ## start Kafka, PostgreSQL and the Pub/Sub emulator in the backgro
 dev-down: ## stop what dev-up started
 	$(BIN)/inturn dev down
 
-helm-check: setup ## lint, render and validate the Helm chart (helm built from the Go module proxy); hadolint the Dockerfile
+helm-check: setup ## lint, render and validate the Helm chart; promtool check/test its rules (helm and promtool built from the Go module proxy); hadolint the Dockerfile
 	@scripts/install-helm.sh >/dev/null
+	@scripts/install-promtool.sh >/dev/null
 	@tools="$$($(BIN)/python -m tests.helm.chart tools)"; echo "hadolint Dockerfile"; "$$tools/hadolint" Dockerfile
 	$(BIN)/pytest -m helm tests/helm $(PYTEST_ARGS)
 
