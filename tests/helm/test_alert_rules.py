@@ -282,3 +282,19 @@ def dashboard_exprs(monitored: list[Manifest]) -> list[str]:
 
 def test_disabled_rules_render_nothing(helm: Helm) -> None:
     assert [m for m in helm.render() if m["kind"] == "PrometheusRule"] == []
+
+
+def test_every_rule_reads_only_its_own_release_series(monitored: list[Manifest]) -> None:
+    """Two releases in one Prometheus: neither records nor alerts on the other's series (nor records one twice)."""
+    selector = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<matchers>[^}]*)\}")
+    inturn_names = re.compile(r"(?<![\w:])(?:[a-z_]+:)?inturn_[a-z0-9_]+(?::[a-z0-9_]+)?")
+    for rule in rules_of(monitored):
+        expr = re.sub(r'"[^"]*"', '""', rule["expr"])
+        bare = [name.group(0) for name in inturn_names.finditer(expr) if not expr[name.end() :].startswith("{")]
+        assert bare == [], f"{rule.get('alert') or rule['record']} reads {bare} without a selector"
+        for found in selector.finditer(rule["expr"]):
+            component = re.search(r"inturn_(worker|webhook|bridge)_", found["name"])
+            if component:
+                assert f'namespace="inturn", job="rel-inturn-{component.group(1)}"' in found["matchers"], found[0]
+            elif found["name"] != "kafka_consumergroup_lag":  # kafka-exporter's series are another namespace's
+                assert 'namespace="inturn"' in found["matchers"], found[0]
