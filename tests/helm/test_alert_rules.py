@@ -234,7 +234,7 @@ def test_stuck_rooms_text_says_what_the_gauge_counts(monitored: list[Manifest]) 
 
 def test_recording_rules_are_named_level_metric_operations(monitored: list[Manifest]) -> None:
     records = records_of(monitored)
-    assert len(records) >= 15
+    assert len(records) >= 12
     for rule in records:
         name = _RECORD_NAME.match(rule["record"])
         assert name, f"{rule['record']} is not level:metric:operations"
