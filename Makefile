@@ -63,8 +63,9 @@ dev-up: setup ## start Kafka, PostgreSQL and the Pub/Sub emulator in the backgro
 dev-down: ## stop what dev-up started
 	$(BIN)/inturn dev down
 
-helm-check: setup ## lint, render, validate and package the Helm chart; install/upgrade it on a real kube-apiserver; hadolint
+helm-check: setup ## lint, render, validate and package the Helm chart; promtool check/test its rules; install/upgrade it on a real kube-apiserver; hadolint (helm, promtool, kube-apiserver built from the Go module proxy)
 	@helm="$$(scripts/install-helm.sh)"; mkdir -p var/chart; "$$helm" package deploy/helm/inturn -d var/chart
+	@scripts/install-promtool.sh >/dev/null
 	@scripts/kube-apiserver.sh build >/dev/null
 	@tools="$$($(BIN)/python -m tests.helm.chart tools)"; echo "hadolint Dockerfile"; "$$tools/hadolint" Dockerfile
 	$(BIN)/pytest -m helm tests/helm $(PYTEST_ARGS)
