@@ -16,13 +16,12 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 
-# Maven only resolves the Spark jars, the JDK compiles the report's pass over the rooms (Java, against PySpark's
-# jars), and gcc compiles the worker's hot path (mypyc's C, against the image's own Python headers); none of it
-# reaches the runtime image. The man1 folder is missing from slim images
+# Maven only resolves the Spark jars and the JDK compiles the report's pass over the rooms (Java, against PySpark's
+# jars); neither reaches the runtime image. The man1 folder is missing from slim images
 # and the JDK's postinst links a man page into it.
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends maven=3.8.* openjdk-17-jdk-headless=17.* gcc=4:12.* libc6-dev=2.36-* \
+    && apt-get install -y --no-install-recommends maven=3.8.* openjdk-17-jdk-headless=17.* \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -37,15 +36,6 @@ COPY services ./services
 COPY spark_jobs ./spark_jobs
 COPY cli ./cli
 COPY devtools ./devtools
-
-# The worker's hot path compiled by mypyc beside its sources (docs/compiled.md), in a venv of its own that
-# the runtime image never sees; the wheel below takes the extension modules with it (pyproject's artifacts).
-# hadolint ignore=DL3013
-RUN python -m venv /opt/compile \
-    && /opt/compile/bin/pip install --upgrade pip \
-    && /opt/compile/bin/pip install -e . 'mypy>=1.14' types-PyYAML asyncpg-stubs setuptools \
-    && /opt/compile/bin/python -m inturn_devtools.compile \
-    && rm -rf /opt/compile
 
 # A wheel (not an editable install): the image holds the built distribution and nothing of the source tree.
 # hadolint ignore=DL3013

@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_STAMP := $(VENV)/.kafka-jars
 PYTEST_ARGS ?=
 
-.PHONY: help setup compile test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
+.PHONY: help setup test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,18 +27,7 @@ $(KAFKA_STAMP): $(STAMP) devtools/inturn_devtools/kafka/pom.xml
 	@$(BIN)/python -c 'from inturn_devtools.kafka import kafka_lib_dir; print("kafka jars:", kafka_lib_dir())'
 	@touch $@
 
-# The hot path compiled by mypyc beside its sources (docs/compiled.md; the list is inturn.compiled.HOT_PATH), again
-# whenever a source it may import changed: every module of the shared library, the worker and the webhook.
-HOT_PATH_SOURCES := $(wildcard libs/inturn/*.py libs/inturn/*/*.py services/worker/inturn_worker/*.py \
-	services/webhook/inturn_webhook/*.py) devtools/inturn_devtools/compile.py pyproject.toml
-COMPILED := libs/inturn/compiled-sources.json
-
-$(COMPILED): $(STAMP) $(HOT_PATH_SOURCES)
-	@$(BIN)/python -m inturn_devtools.compile
-
-setup: $(STAMP) $(KAFKA_STAMP) $(COMPILED) ## create the venv, install dependencies, system packages, Kafka jars; compile the hot path (idempotent)
-
-compile: $(COMPILED) ## compile the worker's hot path with mypyc (make setup does; `python -m inturn_devtools.compile --clean` undoes)
+setup: $(STAMP) $(KAFKA_STAMP) ## create the venv, install dependencies, system packages, Kafka jars (idempotent)
 
 test: setup ## run the test suite against real Kafka, PostgreSQL, Pub/Sub emulator and Spark
 	$(BIN)/pytest -m 'not chaos' $(PYTEST_ARGS)
@@ -74,8 +63,9 @@ dev-up: setup ## start Kafka, PostgreSQL and the Pub/Sub emulator in the backgro
 dev-down: ## stop what dev-up started
 	$(BIN)/inturn dev down
 
-helm-check: setup ## lint, render, validate and package the Helm chart; install/upgrade it on a real kube-apiserver; hadolint
+helm-check: setup ## lint, render, validate and package the Helm chart; promtool check/test its rules; install/upgrade it on a real kube-apiserver; hadolint (helm, promtool, kube-apiserver built from the Go module proxy)
 	@helm="$$(scripts/install-helm.sh)"; mkdir -p var/chart; "$$helm" package deploy/helm/inturn -d var/chart
+	@scripts/install-promtool.sh >/dev/null
 	@scripts/kube-apiserver.sh build >/dev/null
 	@tools="$$($(BIN)/python -m tests.helm.chart tools)"; echo "hadolint Dockerfile"; "$$tools/hadolint" Dockerfile
 	$(BIN)/pytest -m helm tests/helm $(PYTEST_ARGS)

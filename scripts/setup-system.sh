@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages inturn's local stack needs, when missing (idempotent, quiet when done).
-# Java 17+ (Kafka, Spark) with its compiler (the report's pass over the rooms is Java), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, wrk, and a C
-# compiler (mypyc compiles the worker's hot path: docs/compiled.md).
+# Java 17+ (Kafka, Spark) with its compiler (the report's pass over the rooms is Java), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator and wrk.
 set -euo pipefail
 
 need=()
@@ -12,7 +11,6 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # headless check of the Spark HTML report
 command -v wrk >/dev/null 2>&1 || need+=(wrk)  # the webhook benchmark's load generator
-command -v gcc >/dev/null 2>&1 || need+=(gcc)  # mypyc's C output (Python's own headers come with the interpreter)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

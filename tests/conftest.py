@@ -21,17 +21,6 @@ from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres, LocalPubSub
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Stop before the first test when a compiled module of the hot path is older than its source: the tests
-    would run the compiled code, not the source under test (docs/compiled.md)."""
-    from inturn.compiled import StaleCompiledModuleError, require_fresh
-
-    try:
-        require_fresh()
-    except StaleCompiledModuleError as exc:
-        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _logs_to_stderr() -> None:
     """Services log to stderr as in production, keeping stdout for what commands print."""

@@ -23,6 +23,7 @@ SECTIONS: list[tuple[str, str, str]] = [
     ("Worker", "inturn.settings.worker:WorkerSettings", "inturn worker"),
     ("Webhook", "inturn.settings.webhook:WebhookSettings", "inturn webhook"),
     ("Bridge", "inturn.settings.bridge:BridgeSettings", "inturn bridge"),
+    ("Operator commands", "inturn.settings.operator:OperatorSettings", "inturn rooms, inturn dlq"),
     ("Platform simulator", "inturn.settings.sim:SimSettings", "inturn sim (not deployed)"),
     ("Report", "inturn_reports.settings:ReportSettings", "inturn report / spark-submit"),
 ]

@@ -263,7 +263,7 @@ def _print_table(console: Console, results: list[ModeResult], summary: dict[str,
     )
     for column, _ in COLUMNS:
         table.add_column(column, justify="right", no_wrap=True)
-    fmt: Callable[[str, str], str] = lambda row_key, mode: summary.get(mode, {}).get(row_key, "-")  # noqa: E731
+    fmt: Callable[[str, str], str] = lambda row_key, mode: summary.get(mode, {}).get(row_key, "-")  # noqa: E731 - a named one-liner reads better inline here
     for r in results:
         pairs = sum(max(0, x.produced - 1) for x in r.device.rooms.values())
         table.add_row(

@@ -25,7 +25,7 @@ from inturn_devtools.waiting import wait_until
 _HERE = Path(__file__).parent / "kafka"
 _POM = _HERE / "pom.xml"
 _LOG4J = _HERE / "log4j2.properties"
-KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)</kafka.version>", _POM.read_text()).group(1)  # type: ignore[union-attr]
+KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)</kafka.version>", _POM.read_text()).group(1)  # type: ignore[union-attr]  # the pom always has it
 
 
 def kafka_lib_dir() -> Path:

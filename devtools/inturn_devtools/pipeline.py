@@ -82,6 +82,7 @@ class Pipeline:
         self.group = group
         self.sim_port = free_port()
         self.webhook_port = free_port()
+        self.webhook_internal_port = free_port()  # the webhook's probes and metrics (docs/webhook.md)
         self.sim_env = sim or {}
         self.worker_env = worker or {}
         self.sim: ServiceProcess | None = None
@@ -139,13 +140,14 @@ class Pipeline:
             **self._kafka_env(),
             "INTURN_WEBHOOK_HOST": "127.0.0.1",
             "INTURN_WEBHOOK_PORT": str(self.webhook_port),
+            "INTURN_WEBHOOK_INTERNAL_PORT": str(self.webhook_internal_port),
             "INTURN_WEBHOOK_APP_SECRETS": APP_SECRET,
             "INTURN_WEBHOOK_VERIFY_TOKEN": "pipeline-verify",
             "INTURN_WEBHOOK_TWILIO_AUTH_TOKENS": ACCESS_TOKEN,
             "INTURN_WEBHOOK_ROOM_FROM_RECIPIENT": "{recipient}",  # Messenger's and Instagram's rooms: see recipient_of
         }
         self.webhook = ServiceProcess(
-            "webhook", ["webhook"], env, self.workdir, f"http://127.0.0.1:{self.webhook_port}/healthz"
+            "webhook", ["webhook"], env, self.workdir, f"http://127.0.0.1:{self.webhook_internal_port}/healthz"
         ).start()
         return self.webhook
 
@@ -159,7 +161,7 @@ class Pipeline:
             "INTURN_BRIDGE_PROJECT": project,
             "INTURN_BRIDGE_SUBSCRIPTION": subscription,
             "INTURN_BRIDGE_HTTP_HOST": "127.0.0.1",
-            "INTURN_BRIDGE_HTTP_PORT": str(port),
+            "INTURN_BRIDGE_INTERNAL_PORT": str(port),
         }
         bridge = ServiceProcess(name, ["bridge"], env, self.workdir, f"http://127.0.0.1:{port}/healthz").start()
         self.bridges.append(bridge)

@@ -6,6 +6,7 @@ A foreign library's error that crosses into inturn is re-raised as one of these 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -74,3 +75,17 @@ class TransientPlatformError(PlatformError):
 
 class PermanentPlatformError(PlatformError):
     """Retrying cannot help (4xx other than 429): the message is dead-lettered."""
+
+
+#: Process exit code of inturn's commands (the CLI and the report job) for an error they end on; argparse's usage
+#: errors keep their 2.
+EXIT_ERROR = 1
+
+
+def exit_status(program: str, exc: InturnError) -> int:
+    """Say ``exc`` on stderr in one line as ``program``'s last words (``configuration error:`` before settings that
+    are missing or invalid) and return ``EXIT_ERROR``."""
+    words = " ".join(str(exc).split()) or type(exc).__name__
+    kind = "configuration error: " if isinstance(exc, ConfigError) else ""
+    print(f"{program}: {kind}{words}", file=sys.stderr)
+    return EXIT_ERROR

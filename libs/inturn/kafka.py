@@ -5,6 +5,10 @@ partitioner (``consistent_random``, CRC32) differs from Java's, and inturn needs
 acks of a room on the same partition number whoever produced them (docs/architecture.md, invariant 5).
 Consumers never auto-commit and never auto-store offsets: offsets are stored after the work.
 Clients are built on demand, never at import time.
+
+Every client is given ``client_logger()`` (confluent-kafka's ``logger`` setting): librdkafka's own log lines
+(``%3|...|FAIL|...`` on stderr otherwise) become structlog events ``kafka_client_log``, at most ``LOG_BURST``
+per facility every ``LOG_WINDOW_S``; the next one written after a pause says how many were ``suppressed``.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+import structlog
 from confluent_kafka import Consumer as _Consumer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -26,10 +33,60 @@ from inturn.settings import KafkaSettings
 #: The partitioner every inturn producer uses; Java's default for keyed records.
 PARTITIONER = "murmur2_random"
 
+#: librdkafka log lines written per facility (FAIL, REQTMOUT, ...) per window; the rest are counted. A broker
+#: outage of 10 s gave 193 connection-failure lines from one worker's clients: a few say it as well.
+LOG_BURST = 5
+LOG_WINDOW_S = 10.0
+
+_client_log = structlog.get_logger("inturn.kafka.client")
+
+
+class LibrdkafkaLogs(logging.Handler):
+    """librdkafka's log records (confluent-kafka calls ``logger.log(level, "%s [%s] %s", facility, client, text)``)
+    as structlog events ``kafka_client_log``: ``facility``, ``client``, ``detail``, at most ``burst`` per facility
+    per ``window_s``; the first one written after some were dropped carries ``suppressed`` (how many)."""
+
+    def __init__(self, burst: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._burst = burst
+        self._window_s = window_s
+        self._clock = clock
+        self._seen: dict[str, tuple[float, int, int]] = {}  # facility -> (window start, written, suppressed)
+
+    def emit(self, record: logging.LogRecord) -> None:  # logging.Handler.handle holds the handler's lock
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 3:
+            facility, client, detail = (str(arg) for arg in args)
+        else:
+            facility, client, detail = "", record.name, record.getMessage()
+        now = self._clock()
+        start, written, suppressed = self._seen.get(facility, (now, 0, 0))
+        if now - start >= self._window_s:
+            start, written = now, 0
+        if written >= self._burst:
+            self._seen[facility] = (start, written, suppressed + 1)
+            return
+        self._seen[facility] = (start, written + 1, 0)
+        fields: dict[str, Any] = {"facility": facility, "client": client, "detail": detail}
+        if suppressed:
+            fields["suppressed"] = suppressed
+        _client_log.log(record.levelno, "kafka_client_log", **fields)
+
+
+@functools.cache
+def client_logger() -> logging.Logger:
+    """The logger every Kafka client of this process is given (one, so that the limit counts all of them)."""
+    logger = logging.getLogger("inturn.kafka.librdkafka")
+    logger.setLevel(logging.DEBUG)  # librdkafka's own log_level decides what it sends; structlog's level filters
+    logger.propagate = False  # not the root logger's plain-text handler as well
+    logger.addHandler(LibrdkafkaLogs(LOG_BURST, LOG_WINDOW_S))
+    return logger
+
 
 def base_config(settings: KafkaSettings) -> dict[str, Any]:
-    """Bootstrap servers plus the operator's extra librdkafka settings (security etc.)."""
-    return {"bootstrap.servers": settings.kafka_bootstrap, **settings.kafka_client_config}
+    """Bootstrap servers plus the operator's extra librdkafka settings (security etc.); librdkafka's logs go through
+    ``client_logger``."""
+    return {"bootstrap.servers": settings.kafka_bootstrap, "logger": client_logger(), **settings.kafka_client_config}
 
 
 def producer_config(settings: KafkaSettings, **overrides: Any) -> dict[str, Any]:

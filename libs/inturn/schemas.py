@@ -221,7 +221,8 @@ class Event(_Record, frozen=True, kw_only=True):
 
 
 class DeadLetter(_Record, frozen=True, kw_only=True):
-    """A record that could not be handled, kept whole with the reason on ``inturn.dlq``."""
+    """A record that could not be handled, with the reason, on ``inturn.dlq``: kept whole when it fits the topic's
+    record limit, else bounded (its size, SHA-256 and first bytes; ``inturn.dead_letters``)."""
 
     v: Literal[1] = 1
     source: Literal["worker", "webhook", "bridge"]
@@ -232,7 +233,10 @@ class DeadLetter(_Record, frozen=True, kw_only=True):
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
-    raw_b64: str  # the original bytes, base64: nothing is lost
+    raw_b64: str  # the original bytes, base64 (only their first bytes when ``truncated``: inturn.dead_letters)
+    truncated: bool = False  # too large for the dead-letter topic: raw_b64 holds the head, raw_size/raw_sha256 the rest
+    raw_size: int | None = None  # the original's size in bytes, when truncated
+    raw_sha256: str | None = None  # the original's SHA-256 (hex), when truncated
 
     @classmethod
     def of(cls, source: Literal["worker", "webhook", "bridge"], reason: str, raw: bytes, **kw: Any) -> DeadLetter:
@@ -240,7 +244,7 @@ class DeadLetter(_Record, frozen=True, kw_only=True):
         return cls(source=source, reason=reason, ts_ms=now_ms(), raw_b64=base64.b64encode(raw).decode(), **kw)
 
     def raw(self) -> bytes:
-        """The original bytes."""
+        """The original bytes (their first bytes only when ``truncated``)."""
         return base64.b64decode(self.raw_b64)
 
 

@@ -2,6 +2,13 @@
 
 Messages and acks must have the same partition count: the worker owning messages partition p
 reads acks partition p (docs/architecture.md, invariant 5). ``check`` refuses a layout that breaks this.
+
+Durability: inturn's producers write with ``acks=all``, which means "every in-sync replica has it", and the in-sync
+set may shrink to ``min.insync.replicas``. Topics are created with ``min.insync.replicas`` = replication factor - 1
+(so 2 at a factor of 3: one broker may be down and writes go on, and an acknowledged write is on two brokers; 1 at a
+factor of 1 or 2, where 2 would stop every write while one broker is down) and with unclean leader election off (an
+out-of-sync replica never becomes leader, which would drop what it had not copied). ``findings`` says what, in a
+topic's effective settings, could lose an acknowledged write.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from typing import TypedDict
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.admin._metadata import ClusterMetadata
+from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from inturn.errors import KafkaClientError, TopicMismatchError, TopicMissingError
@@ -68,11 +77,26 @@ def describe(admin: AdminClient, settings: KafkaSettings, timeout: float = 10.0)
     return TopicLayout(*counts)
 
 
+def min_insync_replicas(replication: int) -> int:
+    """The ``min.insync.replicas`` inturn gives a topic of this replication factor: the factor - 1, at least 1
+    (1 for a factor of 1 or 2, 2 for 3, 4 for 5)."""
+    return max(1, replication - 1)
+
+
+def durability_config(replication: int) -> dict[str, str]:
+    """The topic settings that keep an acknowledged (``acks=all``) write: see the module's docstring."""
+    return {
+        "min.insync.replicas": str(min_insync_replicas(replication)),
+        "unclean.leader.election.enable": "false",
+    }
+
+
 def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
-    """Create whichever of inturn's topics are missing; returns the names created. Idempotent."""
-    layout = describe(admin, settings)
+    """Create whichever of inturn's topics are missing, with ``durability_config``; returns the names created.
+    Idempotent: an existing topic is left as it is (``findings`` says what is wrong with it)."""
+    layout = describe(admin, settings, timeout=min(timeout, 10.0))
     existing = dict(zip(topic_names(settings), [layout.messages, layout.acks, layout.events, layout.dlq], strict=True))
-    config = {"retention.ms": str(settings.topic_retention_ms)}
+    config = {"retention.ms": str(settings.topic_retention_ms), **durability_config(settings.topic_replication)}
     new = [
         NewTopic(
             name,
@@ -148,7 +172,7 @@ def check(admin: AdminClient, settings: KafkaSettings) -> TopicLayout:
 def _serving(admin: AdminClient, meta: ClusterMetadata, names: list[str]) -> bool:
     """Whether every partition of ``names`` answers an offsets request."""
     requests = {
-        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        TopicPartition(name, p): OffsetSpec.latest()  # type: ignore[no-untyped-call]  # confluent-kafka's stub
         for name in names
         for p in meta.topics[name].partitions
     }
@@ -158,3 +182,139 @@ def _serving(admin: AdminClient, meta: ClusterMetadata, names: list[str]) -> boo
     except KafkaException:
         return False
     return True
+
+
+#: What each of the four topics is for, in ``topic_names`` order.
+ROLES = ("messages", "acks", "events", "dlq")
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """One of inturn's topics as the cluster has it: None where it does not exist (or did not say)."""
+
+    role: str
+    name: str
+    partitions: int | None
+    replication: int | None
+    min_insync_replicas: int | None
+    unclean_leader_election: bool | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about a topic that breaks inturn or could lose an acknowledged write, and what to do."""
+
+    topic: str
+    problem: str
+    fix: str
+
+
+def inspect(admin: AdminClient, settings: KafkaSettings, timeout: float = 10.0) -> list[TopicState]:
+    """The four topics' partition counts, replication factors and effective durability settings (the topic's own
+    value, else the broker's default, as the broker reports it)."""
+    try:
+        meta = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaClientError(exc.args[0]) from exc
+    found = {name: meta.topics[name] for name in topic_names(settings) if name in meta.topics}
+    found = {name: t for name, t in found.items() if t.error is None}
+    configs: dict[str, dict[str, str]] = {}
+    if found:
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in found]
+        try:
+            for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+                entries = future.result(timeout)
+                configs[resource.name] = {key: entry.value for key, entry in entries.items()}
+        except KafkaException as exc:
+            raise KafkaClientError(exc.args[0]) from exc
+    states = []
+    for role, name in zip(ROLES, topic_names(settings), strict=True):
+        topic = found.get(name)
+        if topic is None:
+            states.append(TopicState(role, name, None, None, None, None))
+            continue
+        config = configs.get(name, {})
+        replication = min((len(p.replicas) for p in topic.partitions.values()), default=None)
+        isr = config.get("min.insync.replicas")
+        unclean = config.get("unclean.leader.election.enable")
+        states.append(
+            TopicState(
+                role,
+                name,
+                len(topic.partitions),
+                replication,
+                int(isr) if isr is not None else None,
+                unclean.lower() == "true" if unclean is not None else None,
+            )
+        )
+    return states
+
+
+def findings(states: list[TopicState], production: bool) -> list[Finding]:
+    """What is wrong with these topics: missing ones, messages and acks of different partition counts, and any
+    setting under which a write Kafka acknowledged (``acks=all``) could still be lost (replication factor 1 or 2 in
+    production, ``min.insync.replicas`` below 2 at a factor of 3 or more, unclean leader election on) or under which
+    no write is accepted (``min.insync.replicas`` above the factor)."""
+    found: list[Finding] = []
+    by_role = {s.role: s for s in states}
+    for state in states:
+        found.extend(_topic_findings(state, production))
+    messages, acks = by_role.get("messages"), by_role.get("acks")
+    if messages and acks and messages.partitions and acks.partitions and messages.partitions != acks.partitions:
+        smaller = acks if acks.partitions < messages.partitions else messages
+        found.append(
+            Finding(
+                f"{messages.name},{acks.name}",
+                f"{messages.name} has {messages.partitions} partitions but {acks.name} has {acks.partitions}: "
+                "acks would reach the wrong worker",
+                f"kafka-topics.sh --alter --topic {smaller.name} --partitions "
+                f"{max(messages.partitions, acks.partitions)} (drain the workers first, docs/operations.md)",
+            )
+        )
+    return found
+
+
+def _topic_findings(state: TopicState, production: bool) -> list[Finding]:
+    name = state.name
+    if state.partitions is None:
+        return [Finding(name, "topic missing", "inturn topics create")]
+    alter = f"kafka-configs.sh --alter --entity-type topics --entity-name {name} --add-config"
+    rf, isr = state.replication, state.min_insync_replicas
+    found = []
+    if rf is not None and production and rf < 3:
+        found.append(
+            Finding(
+                name,
+                f"replication factor {rf} in production: an acknowledged write may be on one broker only, and is "
+                "lost with that broker's disk",
+                "recreate the topic with INTURN_TOPIC_REPLICATION=3 (or reassign its partitions to 3 brokers)",
+            )
+        )
+    if rf is not None and rf >= 3 and isr is not None and isr < 2:
+        found.append(
+            Finding(
+                name,
+                f"min.insync.replicas={isr} at replication factor {rf}: acks=all is satisfied by the leader alone, "
+                "so an acknowledged write is lost if that broker fails before a follower copied it",
+                f"{alter} min.insync.replicas={min_insync_replicas(rf)}",
+            )
+        )
+    if rf is not None and isr is not None and isr > rf:
+        found.append(
+            Finding(
+                name,
+                f"min.insync.replicas={isr} above replication factor {rf}: every acks=all write is refused "
+                "(NOT_ENOUGH_REPLICAS)",
+                f"{alter} min.insync.replicas={min_insync_replicas(rf)}",
+            )
+        )
+    if state.unclean_leader_election:
+        found.append(
+            Finding(
+                name,
+                "unclean.leader.election.enable=true: a replica that is not in sync may become leader and drop "
+                "acknowledged writes it had not copied",
+                f"{alter} unclean.leader.election.enable=false",
+            )
+        )
+    return found

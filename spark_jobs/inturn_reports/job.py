@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from inturn.errors import ConfigError, InturnError
+from inturn.errors import ConfigError, InturnError, exit_status
 from inturn_reports import extract, page
 from inturn_reports.flags import add_arguments, settings_from
 from inturn_reports.load import read_table, write_csv, write_jdbc, write_tables
@@ -211,9 +210,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run_args(args)
-    except ConfigError as exc:
-        print(f"inturn report: configuration error: {exc}", file=sys.stderr)
-        return 2
     except InturnError as exc:
-        print(f"inturn report: {exc}", file=sys.stderr)
-        return 1
+        return exit_status("inturn report", exc)

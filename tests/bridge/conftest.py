@@ -59,9 +59,10 @@ def ordered(pubsub_host: str, test_id: str) -> Iterator[Ordered]:
 
 
 def bridge_settings(kafka: KafkaSettings, ordered: Ordered, **overrides: Any) -> BridgeSettings:
-    """Bridge settings for this test's topics and subscription (HTTP on any free port)."""
+    """Bridge settings for this test's topics and subscription (both HTTP servers on any free port)."""
     fields = {**kafka.model_dump(), "bridge_project": PROJECT, "bridge_subscription": ordered.subscription}
-    fields.update(bridge_http_port=0, bridge_http_host="127.0.0.1", bridge_kafka_delivery_timeout_ms=5000)
+    fields.update(bridge_http_port=0, bridge_internal_port=0, bridge_http_host="127.0.0.1")
+    fields.update(bridge_kafka_delivery_timeout_ms=5000)
     fields.update(overrides)
     return BridgeSettings(**fields)
 

@@ -27,7 +27,7 @@ async def test_messages_of_50_rooms_reach_kafka_all_in_room_order_on_their_rooms
         for future in [ordered.publish(m) for m in messages]:
             future.result(30)
         reader.until(lambda r: len(r) >= len(messages), 60, "all 1000 messages")
-        async with aiohttp.ClientSession(f"http://127.0.0.1:{bridge.port}") as http:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{bridge.internal_port}") as http:
             ready = await http.get("/readyz")
             health = await http.get("/healthz")
             exposition = await (await http.get("/metrics")).text()

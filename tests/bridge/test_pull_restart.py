@@ -80,12 +80,16 @@ class BridgeProcess:
     """``inturn bridge`` as a child process with its own log file."""
 
     def __init__(self, env: dict[str, str], log: Path, *args: str, port: int | None = None) -> None:
-        self.port = port or free_port()
+        self.port = port or free_port()  # the push endpoint's (push mode)
+        self.internal_port = free_port()  # the probes'
         self.log = log
         inturn = Path(sys.executable).parent / "inturn"
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [str(inturn), "bridge", "--port", str(self.port), *args], env=env, stdout=out, stderr=subprocess.STDOUT
+                [str(inturn), "bridge", "--port", str(self.port), *args],
+                env={**env, "INTURN_BRIDGE_INTERNAL_PORT": str(self.internal_port)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         try:
             wait_until(self._ready, 60, "the bridge ready", every=0.1, proc=self.proc, log=log)
@@ -95,7 +99,7 @@ class BridgeProcess:
 
     def _ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.internal_port}/readyz", timeout=1) as resp:
                 return int(resp.status) == 200
         except (urllib.error.URLError, OSError):
             return False

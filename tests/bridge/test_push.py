@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,12 +10,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
-from google.auth import crypt, jwt
+from google.auth import crypt
 
 from inturn.schemas import DeadLetter, Message, decode, encode
 from inturn.settings import KafkaSettings
@@ -24,10 +18,9 @@ from inturn.settings.bridge import BridgeSettings
 from inturn_bridge.service import BridgeService
 from inturn_devtools.reading import TopicReader
 from tests.bridge.conftest import workload
+from tests.bridge.oidc_issuer import AUDIENCE, PUSHER, certificate_server, signing_key, token
 
 pytestmark = pytest.mark.kafka
-
-AUDIENCE = "https://bridge.example.com/push"
 
 
 def envelope(data: bytes, pubsub_id: str, ordering_key: str = "", **attributes: str) -> bytes:
@@ -46,7 +39,9 @@ def envelope(data: bytes, pubsub_id: str, ordering_key: str = "", **attributes: 
 @pytest.fixture
 async def push_bridge(ready_topics: KafkaSettings) -> AsyncIterator[BridgeService]:
     """A push-mode bridge on a free port."""
-    settings = BridgeSettings(**ready_topics.model_dump(), bridge_mode="push", bridge_http_port=0)
+    settings = BridgeSettings(
+        **ready_topics.model_dump(), bridge_mode="push", bridge_http_port=0, bridge_internal_port=0
+    )
     bridge = BridgeService(settings)
     await bridge.start()
     yield bridge
@@ -101,63 +96,15 @@ async def test_push_answers_200_once_written_200_for_a_redelivery_202_for_poison
 
 
 # --- OIDC -------------------------------------------------------------------------------------------
-# A token signed by Google cannot be made offline. These tests sign with a key of their own and serve
-# its certificate the way Google serves its own (JSON {kid: PEM}), so everything but Google's key is real.
-
-
-def signing_key(kid: str) -> tuple[crypt.RSASigner, str]:
-    """A fresh RSA signer and its self-signed certificate (PEM)."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "inturn-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    signer = crypt.RSASigner.from_string(pem, key_id=kid)  # type: ignore[no-untyped-call]  # google-auth is untyped here
-    return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
-def token(signer: crypt.RSASigner, **claims: Any) -> str:
-    """A signed JWT with sensible push-token claims, overridden by ``claims``."""
-    now = int(time.time())
-    payload = {
-        "iss": "https://accounts.google.com",
-        "aud": AUDIENCE,
-        "iat": now,
-        "exp": now + 600,
-        "email": "pusher@inturn-test.iam.gserviceaccount.com",
-        "email_verified": True,
-        **claims,
-    }
-    encoded: bytes = jwt.encode(signer, payload)  # type: ignore[no-untyped-call]  # google-auth is untyped here
-    return encoded.decode()
+# A token signed by Google cannot be made offline: tests.bridge.oidc_issuer signs with a key of its own and serves
+# its certificate the way Google serves its own, so everything but Google's key is real.
 
 
 @pytest.fixture
 async def certs_url() -> AsyncIterator[tuple[str, crypt.RSASigner]]:
     """A local stand-in for Google's certificate endpoint, and the signer whose certificate it serves."""
-    signer, cert = signing_key("kid-1")
-
-    async def certs(_: web.Request) -> web.Response:
-        return web.json_response({"kid-1": cert})
-
-    app = web.Application()
-    app.router.add_get("/oauth2/v1/certs", certs)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield f"http://127.0.0.1:{port}/oauth2/v1/certs", signer
-    await runner.cleanup()
+    async with certificate_server() as served:
+        yield served
 
 
 async def test_with_oidc_configured_push_requests_need_a_valid_token_for_the_audience_issuer_and_email(
@@ -168,9 +115,10 @@ async def test_with_oidc_configured_push_requests_need_a_valid_token_for_the_aud
         **ready_topics.model_dump(),
         bridge_mode="push",
         bridge_http_port=0,
+        bridge_internal_port=0,
         bridge_oidc_audience=AUDIENCE,
         bridge_oidc_certs_url=url,
-        bridge_oidc_email="pusher@inturn-test.iam.gserviceaccount.com",
+        bridge_oidc_email=PUSHER,
     )
     bridge = BridgeService(settings)
     await bridge.start()
@@ -192,7 +140,15 @@ async def test_with_oidc_configured_push_requests_need_a_valid_token_for_the_aud
     for status, answer in (garbage, forged, wrong_audience, expired):
         assert status == 401, answer
         assert answer["reason"].startswith("invalid token")
-    assert wrong_issuer[0] == 403
-    assert wrong_email[0] == 403
+    # A well-signed token of another issuer or service account proves nothing either: 401, like the rest.
+    assert wrong_issuer[0] == 401
+    assert wrong_email == (
+        401,
+        {
+            "status": "rejected",
+            "reason": "token email 'someone@example.com' is not 'pusher@inturn-test.iam.gserviceaccount.com', "
+            "or not verified",
+        },
+    )
     assert valid[0] == 200
     assert valid[1]["status"] == "written"

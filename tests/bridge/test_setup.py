@@ -84,8 +84,8 @@ def test_after_dev_up_the_bridge_with_its_default_settings_reads_a_message_publi
     dev_stack: dict[str, str], tmp_path: Path, test_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert shutil.which(INTURN) is not None
-    # The one override: the bridge's HTTP port, so the test does not depend on 8082 being free on this machine.
-    bridge_env = {**dev_stack, "INTURN_BRIDGE_HTTP_PORT": "0"}
+    # The one override: the bridge's internal port, so the test does not depend on 9091 being free on this machine.
+    bridge_env = {**dev_stack, "INTURN_BRIDGE_INTERNAL_PORT": "0"}
     log = (tmp_path / "bridge.log").open("w")
     bridge = subprocess.Popen(
         [INTURN, "bridge", "--mode", "pull"],

@@ -195,7 +195,7 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
 ) -> None:
     line = chaos_pipeline
     rooms, per_room = 200, 8
-    project, port = "inturn-chaos", free_port()
+    project, port, internal_port = "inturn-chaos", free_port(), free_port()
     publisher = pubsub_v1.PublisherClient(
         publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
     )
@@ -225,8 +225,9 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
         "INTURN_BRIDGE_ROOM_ATTRIBUTE": "room",
         "INTURN_BRIDGE_HTTP_HOST": "127.0.0.1",
         "INTURN_BRIDGE_HTTP_PORT": str(port),
+        "INTURN_BRIDGE_INTERNAL_PORT": str(internal_port),
     }
-    bridge = ServiceProcess("bridge", ["bridge"], env, line.workdir, f"http://127.0.0.1:{port}/readyz").start()
+    bridge = ServiceProcess("bridge", ["bridge"], env, line.workdir, f"http://127.0.0.1:{internal_port}/readyz").start()
     line.bridges.append(bridge)
     for name in ("w1", "w2"):
         line.add_worker(name)

@@ -17,7 +17,7 @@ from inturn.settings.worker import WorkerSettings
 from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, containers, named, of_kind
 
 try:  # the report's settings move to libs/inturn/settings/report.py by convention; until then they are here
-    from inturn.settings.report import ReportSettings  # type: ignore[import-not-found,unused-ignore]
+    from inturn.settings.report import ReportSettings  # type: ignore[import-not-found,unused-ignore]  # another branch's module
 except ImportError:
     from inturn_reports.settings import ReportSettings
 

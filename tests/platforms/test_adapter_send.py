@@ -13,17 +13,12 @@ from inturn.platforms import GenericAdapter, WhatsAppAdapter
 from inturn.schemas import Message, now_ms
 from inturn.settings.worker import PlatformSettings
 from tests.platforms.wire import Answer, Conn, Request, certificate_authority, chunked, respond, serve, stop
+from tests.support.messages import text_message
 
 
 def _message(n: int = 1, platform: str = "whatsapp") -> Message:
-    return Message(
-        room_id=f"room-{n}",
-        message_id=f"m-{n}",
-        platform=platform,
-        account="100200300",
-        recipient=f"4917{n:04d}",
-        payload={"type": "text", "text": {"body": "hello"}},
-        created_at_ms=now_ms(),
+    return text_message(
+        f"room-{n}", f"m-{n}", platform=platform, account="100200300", recipient=f"4917{n:04d}", body="hello"
     )
 
 

@@ -94,7 +94,7 @@ def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> 
             dispatch_ms=min(dispatch) if dispatch else None, terminal_ms=min(terminal) if terminal else None,
         )  # fmt: skip
     for a in acks:
-        key = (a.room_id, a.message_id) if a.message_id is not None else owner.get((a.room_id, a.platform_message_id))  # type: ignore[assignment]
+        key = (a.room_id, a.message_id) if a.message_id is not None else owner.get((a.room_id, a.platform_message_id))  # type: ignore[assignment]  # None when unowned
         m = out.get(key) if key else None
         if m is None or (a.message_id is not None and a.platform != m.platform):
             continue  # no such message, or an ack naming it from another platform

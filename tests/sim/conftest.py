@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from inturn.settings.sim import SimSettings
+from tests.support.receiver import serving
 
 from .support import APP_SECRET, TOKEN, Hook
 
@@ -20,16 +21,9 @@ async def hook() -> AsyncIterator[Hook]:
     receiver = Hook()
     app = web.Application()
     app.router.add_post("/webhooks/whatsapp", receiver.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    receiver.url = f"http://127.0.0.1:{port}/webhooks/whatsapp"
-    try:
+    async with serving(app) as base:
+        receiver.url = f"{base}/webhooks/whatsapp"
         yield receiver
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture

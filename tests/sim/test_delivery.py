@@ -78,7 +78,7 @@ async def test_sends_gated_on_each_sent_callback_reach_the_device_in_send_order(
         for n in range(count):
             _, answer, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
             wamid = answer["messages"][0]["id"]
-            await eventually(lambda wamid=wamid: "sent" in hook.of(wamid), 5, f"sent of m{n}", every=0.01)  # type: ignore[misc]
+            await eventually(lambda wamid=wamid: "sent" in hook.of(wamid), 5, f"sent of m{n}", every=0.01)  # type: ignore[misc]  # the default binds wamid
         receipts = (await control(client, sim, "receipts"))["receipts"]
     report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
     assert report.ok(), report.summary()

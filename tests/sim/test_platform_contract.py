@@ -26,6 +26,8 @@ from inturn_webhook.platforms import form_params, parse_messenger, parse_twilio,
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import verify
 from inturn_webhook.statuses import Status
+from tests.support.messages import text_message
+from tests.support.receiver import serving
 
 SECRET, TOKEN, TWILIO_TOKEN = "contract-secret", "contract-token", "contract-twilio"
 
@@ -65,15 +67,9 @@ async def webhook() -> AsyncIterator[Webhook]:
     app = web.Application()
     app.router.add_post("/webhooks/meta", hook.meta)
     app.router.add_post("/webhooks/twilio", hook.twilio)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hook.base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]  # aiohttp keeps its server private
-    try:
+    async with serving(app) as base:
+        hook.base = base
         yield hook
-    finally:
-        await runner.cleanup()
 
 
 def _sim_settings(webhook: Webhook, **knobs: object) -> SimSettings:
@@ -111,13 +107,12 @@ def _platform_settings(sim_url: str, webhook: Webhook) -> PlatformSettings:
 
 
 def _message(platform: str, n: int, recipient: str) -> Message:
-    return Message(
-        room_id="room-A",
-        message_id=f"m{n}",
+    return text_message(
+        "room-A",
+        f"m{n}",
         platform=platform,
         recipient=recipient,
-        payload={"type": "text", "text": {"body": f"hello {n}"}},
-        created_at_ms=now_ms(),
+        body=f"hello {n}",
     )
 
 

@@ -22,6 +22,7 @@ from inturn.schemas import encode_callback_data, now_ms
 from inturn.settings.sim import SimSettings
 from inturn_devtools.waiting import eventually
 from inturn_sim.run import RunningSim, running_sim
+from tests.support.receiver import serving
 
 SECRET, TOKEN, TWILIO_TOKEN = "test-app-secret", "test-token", "twilio-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -68,15 +69,9 @@ async def receiver() -> AsyncIterator[Receiver]:
     app = web.Application()
     app.router.add_post("/webhooks/meta", hooks.meta_hook)
     app.router.add_post("/webhooks/twilio", hooks.twilio_hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hooks.base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]  # aiohttp keeps its server private
-    try:
+    async with serving(app) as base:
+        hooks.base = base
         yield hooks
-    finally:
-        await runner.cleanup()
 
 
 def _settings(receiver: Receiver, **knobs: Any) -> SimSettings:

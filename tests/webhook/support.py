@@ -41,7 +41,7 @@ def webhook_settings_for(kafka: KafkaSettings, **overrides: object) -> WebhookSe
         "webhook_probe_interval_s": 0.2,
     }
     values.update(overrides)
-    return WebhookSettings(**values)  # type: ignore[arg-type]
+    return WebhookSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values
 
 
 @dataclass
@@ -49,14 +49,15 @@ class Webhook:
     """A started webhook application and a client for it."""
 
     app: FastAPI
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient  # the public port: callbacks
+    internal: httpx.AsyncClient  # the internal port: probes, metrics, the OpenAPI document
     settings: WebhookSettings
 
     async def ready(self) -> None:
         """Wait until the readiness probe has read the acks topic's metadata (its partition count)."""
 
         async def known() -> bool:
-            return (await self.client.get("/readyz")).status_code == 200
+            return (await self.internal.get("/readyz")).status_code == 200
 
         await eventually(known, 30, "the webhook's Kafka probe to answer")
 
@@ -76,8 +77,12 @@ async def started(settings: WebhookSettings) -> AsyncIterator[Webhook]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://webhook") as client:
-            yield Webhook(app, client, settings)
+        internal = f"http://webhook:{settings.webhook_internal_port}"
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://webhook") as client,
+            httpx.AsyncClient(transport=transport, base_url=internal) as internal_client,
+        ):
+            yield Webhook(app, client, internal_client, settings)
 
 
 def record_count(settings: KafkaSettings, topic: str, timeout: float = 15.0) -> int:

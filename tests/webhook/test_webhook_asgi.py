@@ -42,7 +42,7 @@ def app() -> WebhookApp:
     return create_app(webhook_settings_for(KafkaSettings(kafka_bootstrap="127.0.0.1:9")))
 
 
-def _scope(method: str, path: str, headers: dict[str, str], root_path: str = "") -> dict[str, Any]:
+def _scope(method: str, path: str, headers: dict[str, str], root_path: str = "", port: int = 80) -> dict[str, Any]:
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -55,12 +55,18 @@ def _scope(method: str, path: str, headers: dict[str, str], root_path: str = "")
         "query_string": b"",
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
         "client": ("127.0.0.1", 40000),
-        "server": ("webhook", 80),
+        "server": ("webhook", port),
     }
 
 
 async def call(
-    app: Any, method: str, path: str, headers: dict[str, str], messages: list[Message], root_path: str = ""
+    app: Any,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    messages: list[Message],
+    root_path: str = "",
+    port: int = 80,
 ) -> Answered:
     """Drive one request through ``app`` as an ASGI server would; (status, headers, body), or ``UNANSWERED``."""
     incoming = iter(messages)
@@ -72,7 +78,7 @@ async def call(
     async def send(message: Message) -> None:
         sent.append(message)
 
-    await app(_scope(method, path, headers, root_path), receive, send)
+    await app(_scope(method, path, headers, root_path, port), receive, send)
     if not sent:
         return UNANSWERED
     start, *bodies = sent
@@ -105,7 +111,7 @@ async def test_healthz_is_answered_without_fastapi_with_the_bytes_of_its_documen
     documented = next(r for r in app.routes if getattr(r, "path", None) == "/healthz")
     expected = await documented.endpoint()  # type: ignore[attr-defined]  # an APIRoute: routes are typed BaseRoute
     monkeypatch.setattr(FastAPI, "__call__", _not_fastapi)
-    status, headers, body = await call(app, "GET", "/healthz", {}, _body(b""))
+    status, headers, body = await call(app, "GET", "/healthz", {}, _body(b""), port=INTERNAL)
     assert (status, body) == (200, expected.body) == (expected.status_code, b'{"status":"ok"}')
     assert headers == {k: v for k, v in expected.raw_headers}
 
@@ -114,22 +120,38 @@ async def _not_fastapi(*_: object) -> None:
     raise AssertionError("reached FastAPI")
 
 
+INTERNAL = 9090  # the internal port's default (INTURN_WEBHOOK_INTERNAL_PORT)
+
+
 @pytest.mark.parametrize(
-    ("method", "path", "status"),
+    ("method", "path", "port", "status"),
     [
-        ("GET", "/webhooks/whatsapp", 403),  # the handshake stays FastAPI's, refused without the token
-        ("PUT", "/webhooks/whatsapp", 405),
-        ("POST", "/webhooks/generic/a/b", 404),  # a platform is one path segment, as FastAPI's {platform}
-        ("POST", "/webhooks/generic/", 404),
-        ("POST", "/webhooks/whatsapp/extra", 404),
-        ("GET", "/readyz", 503),  # the readiness probe stays FastAPI's (not started: Kafka never answered)
+        ("GET", "/webhooks/whatsapp", 80, 403),  # the handshake stays FastAPI's, refused without the token
+        ("PUT", "/webhooks/whatsapp", 80, 404),  # the public port serves the callbacks and the handshake only
+        ("POST", "/webhooks/generic/a/b", 80, 404),  # a platform is one path segment, as FastAPI's {platform}
+        ("POST", "/webhooks/generic/", 80, 404),
+        ("POST", "/webhooks/whatsapp/extra", 80, 404),
+        ("GET", "/readyz", INTERNAL, 503),  # the readiness probe stays FastAPI's (not started: Kafka never answered)
+        ("GET", "/metrics", INTERNAL, 200),
+        ("GET", "/openapi.json", INTERNAL, 200),
+        ("GET", "/docs", INTERNAL, 200),
+        ("GET", "/redoc", INTERNAL, 200),
+        ("POST", "/webhooks/whatsapp", INTERNAL, 404),  # no callback on the internal port
+        ("GET", "/webhooks/whatsapp", INTERNAL, 404),
     ],
 )
-async def test_everything_but_the_callback_posts_and_healthz_is_still_routed_by_fastapi(
-    app: WebhookApp, method: str, path: str, status: int
-) -> None:
-    answered = await call(app, method, path, {}, _body(b""))
+async def test_each_port_serves_its_own_routes(app: WebhookApp, method: str, path: str, port: int, status: int) -> None:
+    answered = await call(app, method, path, {}, _body(b""), port=port)
     assert answered[0] == status
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"])
+async def test_the_public_port_serves_no_probe_metric_or_document(app: WebhookApp, path: str) -> None:
+    assert await call(app, "GET", path, {}, _body(b"")) == (
+        404,
+        {b"content-length": b"22", b"content-type": b"application/json"},
+        b'{"detail":"Not Found"}',
+    )
 
 
 def _variants() -> dict[str, tuple[str, dict[str, str], list[Message]]]:

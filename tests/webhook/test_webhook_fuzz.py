@@ -1,8 +1,9 @@
 """No callback body crashes the parsers: any JSON value anywhere in a valid callback of each format is read, rejected
 alone, or dead-lettered whole (``SchemaError``), never another exception (a 500 and a platform retrying forever).
 
-The parsers run compiled (docs/compiled.md), where a value of another type than a typed name expects raises
-``TypeError`` at once; these tests put every kind of value at every place the platforms' formats have.
+A value of another type than the parser expects (a list where a string was, a number where an object was) is
+the usual way to reach an unforeseen exception; these tests put every kind of value at every place the
+platforms' formats have.
 """
 
 from __future__ import annotations

@@ -316,8 +316,8 @@ async def test_the_verification_handshake_echoes_the_challenge_only_for_the_righ
 
 
 async def test_probes_and_metrics_answer(webhook: Webhook) -> None:
-    assert (await webhook.client.get("/healthz")).status_code == 200
-    assert "inturn_webhook_requests_total" in (await webhook.client.get("/metrics")).text
+    assert (await webhook.internal.get("/healthz")).status_code == 200
+    assert "inturn_webhook_requests_total" in (await webhook.internal.get("/metrics")).text
 
 
 async def test_when_kafka_does_not_confirm_the_answer_is_503_and_the_process_is_not_ready(
@@ -333,7 +333,7 @@ async def test_when_kafka_does_not_confirm_the_answer_is_503_and_the_process_is_
         response = await webhook.post_meta(meta_payload(meta_status("wamid.1", room="r", message="m")))
         assert response.status_code == 503
         assert response.headers["retry-after"] == "1"
-        ready = await webhook.client.get("/readyz")
+        ready = await webhook.internal.get("/readyz")
         assert ready.status_code == 503
     assert record_count(inturn_topics, inturn_topics.topic_acks) == 0
 
@@ -361,11 +361,11 @@ async def test_when_the_producer_queue_stays_full_the_answer_is_503_and_the_webh
         assert response.headers["retry-after"] == "1"
         again = await webhook.post_meta(meta_payload(meta_status("wamid.3", room="r", message="m3")))
         assert again.status_code == 503
-        assert (await webhook.client.get("/healthz")).status_code == 200
+        assert (await webhook.internal.get("/healthz")).status_code == 200
 
 
 async def test_the_webhook_is_ready_once_kafka_answered(webhook: Webhook) -> None:
     async def ready() -> bool:
-        return (await webhook.client.get("/readyz")).status_code == 200
+        return (await webhook.internal.get("/readyz")).status_code == 200
 
     await eventually(ready, 10, "/readyz answering 200")

@@ -21,6 +21,7 @@ from schemathesis.specs.openapi.checks import (
 
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import create_app
+from inturn_webhook.app import INTERNAL_PATHS
 from inturn_webhook.signature import sign
 
 from .support import APP_SECRET, GENERIC_SECRET
@@ -70,7 +71,15 @@ def test_no_generated_request_gets_a_server_error(webhook_settings: WebhookSetti
     # Schemathesis' Python API (its lazy pytest fixture loader does not run on this pytest).
     app = create_app(webhook_settings)
     _bound_arrays(app.openapi())  # FastAPI caches this document: /openapi.json serves the bounded one
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    internal = webhook_settings.webhook_internal_port
+
+    async def both_ports(scope: Any, receive: Any, send: Any) -> None:
+        # One ASGI entry for schemathesis: the probes and the document as if on the internal port.
+        if scope["type"] == "http" and scope["path"] in INTERNAL_PATHS:
+            scope = {**scope, "server": ("testserver", internal)}
+        await app(scope, receive, send)
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", both_ports)
     operations = [result.ok() for result in schema.get_all_operations() if isinstance(result, Ok)]
     assert {op.path for op in operations} >= {
         "/webhooks/whatsapp",

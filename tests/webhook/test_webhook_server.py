@@ -27,7 +27,7 @@ from .support import APP_SECRET, MAX_BODY, meta_payload, meta_status, read_topic
 pytestmark = pytest.mark.kafka
 
 
-def _env(settings: KafkaSettings, port: int) -> dict[str, str]:
+def _env(settings: KafkaSettings, port: int, internal_port: int | None = None) -> dict[str, str]:
     return {
         "INTURN_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "INTURN_TOPIC_MESSAGES": settings.topic_messages,
@@ -38,6 +38,7 @@ def _env(settings: KafkaSettings, port: int) -> dict[str, str]:
         "INTURN_WEBHOOK_MAX_BODY_BYTES": str(MAX_BODY),
         "INTURN_WEBHOOK_HOST": "127.0.0.1",
         "INTURN_WEBHOOK_PORT": str(port),
+        "INTURN_WEBHOOK_INTERNAL_PORT": str(internal_port or free_port()),
         "INTURN_WEBHOOK_PROBE_INTERVAL_S": "0.2",
         "INTURN_LOG_FORMAT": "json",
     }
@@ -63,17 +64,17 @@ def test_the_webhook_refuses_to_start_when_messages_and_acks_partition_counts_di
 @pytest.fixture
 def served(inturn_topics: KafkaSettings) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``inturn webhook`` running in a process of its own; its base URL."""
-    port = free_port()
+    port, internal = free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "inturn_cli.main", "webhook"],
-        env={**os.environ, **_env(inturn_topics, port)},
+        env={**os.environ, **_env(inturn_topics, port, internal)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until(
-            lambda: httpx.get(f"{base}/readyz", timeout=1).status_code == 200,
+            lambda: httpx.get(f"http://127.0.0.1:{internal}/readyz", timeout=1).status_code == 200,
             30,
             lambda: f"the webhook ready; stderr: {proc.stderr.read().decode() if proc.stderr and proc.poll() else ''}",
             every=0.1,

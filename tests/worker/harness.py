@@ -43,6 +43,7 @@ from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
+from tests.support.messages import text_message
 
 
 @dataclass
@@ -173,15 +174,7 @@ class ScriptedPlatform:
 
 def message(room: str, message_id: str, recipient: str | None = None, **kw: Any) -> Message:
     """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
-    return Message(
-        room_id=room,
-        message_id=message_id,
-        platform="whatsapp",
-        recipient=recipient or room,
-        payload={"type": "text", "text": {"body": message_id}},
-        created_at_ms=now_ms(),
-        **kw,
-    )
+    return text_message(room, message_id, recipient=recipient, **kw)
 
 
 def _publish(settings: KafkaSettings, topic: str, records: Sequence[Message | Ack]) -> None:
@@ -261,7 +254,7 @@ def worker_settings(
         "worker_rate_burst": 10_000,
     }
     values.update(overrides)
-    return WorkerSettings(**values)  # type: ignore[arg-type]
+    return WorkerSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
+from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
 class Messenger(Platform):
@@ -40,12 +40,12 @@ def _watermark(room: str, watermark_ms: int) -> Ack:
 
 def _started(platform: Platform, router: AckRouter) -> tuple[Rooms, Partition, Recorder]:
     part = Partition(0, lease_s=60)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     recorder = Recorder()
     settings = WorkerSettings(worker_ack_timeout_ms=3_600_000)
-    rooms = Rooms(settings, {platform.name: platform}, recorder, router, MemoryStore(), {0: part})  # type: ignore[arg-type] # the in-memory store has what Rooms calls
+    rooms = rooms_of(settings, part, platform, recorder, router)
     return rooms, part, recorder
 
 
@@ -54,7 +54,7 @@ def _enqueue(rooms: Rooms, part: Partition, platform: str, count: int) -> None:
         message = Message(
             room_id="R", message_id=f"m{n}", platform=platform, recipient="r", payload={}, created_at_ms=1
         )
-        part.offsets.consumed(n)
+        part.consumed(n)
         rooms.enqueue(Entry.of(part, n, encode(message), message, now_ms()))
 
 
@@ -103,5 +103,5 @@ async def test_a_synchronous_platform_sends_the_next_message_when_the_previous_s
     await eventually(lambda: len(recorder.events) == 3, 5, "the room loop got there", every=0)
     assert recorder.events == [(EventType.ACKED, "m0"), (EventType.ACKED, "m1"), (EventType.ACKED, "m2")]
     assert router._waiting == {}, "nothing waited for a webhook"
-    assert part.offsets.committable() == 3
+    assert part.committable() == 3
     await rooms.close()

@@ -8,7 +8,7 @@ is not marked caught up meanwhile. Here the error is made deterministic with a p
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
 
@@ -17,7 +17,7 @@ from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
-from inturn_worker.ack_reader import REBUILD_AFTER, AckReader
+from inturn_worker.ack_reader import REBUILD_AFTER, AckReader, AckRecord
 from inturn_worker.acks import AckRouter
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Partition
@@ -93,7 +93,7 @@ def test_an_acks_reader_whose_client_cannot_reach_kafka_replaces_it_and_keeps_it
     class Recording(AckReader):
         """Records where each routed ack was instead of routing it."""
 
-        def _route(self, record: Message) -> None:
+        def _route(self, record: AckRecord) -> None:
             routed.append((record.partition() or 0, record.offset() or 0))
 
     events = EventLog(make_producer(settings), settings, {settings.topic_events: 4, settings.topic_dlq: 4})

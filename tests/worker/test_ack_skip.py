@@ -89,24 +89,24 @@ async def test_statuses_of_a_decided_message_are_counted_without_decoding_and_ot
         before = _duplicates()
 
         # R#0 was acked: any further status of it changes nothing, by message id or by platform id alone.
-        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=True))  # type: ignore[arg-type]
-        reader._route(_Record(_ack(0, AckStatus.READ, echoed=False), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=True))
+        reader._route(_Record(_ack(0, AckStatus.READ, echoed=False), headers=True))
         assert decoded == []
         assert _duplicates() == before + 2
 
         # The same status from an older webhook (no headers) is decoded, and found a duplicate all the same.
-        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=False))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=False))
         assert len(decoded) == 1
         assert _duplicates() == before + 3
 
         # R#1 timed out: its first status is a late ack to report (decoded), the next ones are skipped.
-        reader._route(_Record(_ack(1, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(1, AckStatus.SENT), headers=True))
         assert len(decoded) == 2
-        reader._route(_Record(_ack(1, AckStatus.DELIVERED), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(1, AckStatus.DELIVERED), headers=True))
         assert len(decoded) == 2
 
         # A status of a message not decided yet (here: not even sent, an early ack) is decoded and kept.
-        reader._route(_Record(_ack(2, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(2, AckStatus.SENT), headers=True))
         assert len(decoded) == 3
         early = router.expect("R", "R#2")
         assert early.done()
@@ -129,10 +129,10 @@ async def test_a_status_after_the_one_that_resolved_a_waiting_message_is_skipped
         future = router.expect("R", "R#0")
         router.sent("R", "R#0", SendResult("wamid.0"))
         before = _duplicates()
-        reader._route(_Record(_ack(0, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(0, AckStatus.SENT), headers=True))
         assert len(decoded) == 1
         assert future.done()
-        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(0, AckStatus.DELIVERED), headers=True))
         assert len(decoded) == 1
         assert _duplicates() == before + 1
         result = future.result()
@@ -144,7 +144,7 @@ async def test_a_status_after_the_one_that_resolved_a_waiting_message_is_skipped
         late = router.expect("R", "R#1")
         router.sent("R", "R#1", SendResult("wamid.1"))
         late.set_result(None)
-        reader._route(_Record(_ack(1, AckStatus.SENT), headers=True))  # type: ignore[arg-type]
+        reader._route(_Record(_ack(1, AckStatus.SENT), headers=True))
         assert len(decoded) == 2
     finally:
         reader._consumer.close()

@@ -12,12 +12,14 @@ from aiohttp import web
 from inturn.errors import TransientPlatformError
 from inturn.platforms import WhatsAppAdapter
 from inturn.platforms.base import json_body
-from inturn.schemas import Message, now_ms
+from inturn.schemas import Message
 from inturn.settings.worker import PlatformSettings
+from tests.support.messages import text_message
+from tests.support.receiver import serving
 
 
-async def _platform(answer_after_s: float) -> tuple[web.AppRunner, str, list[str]]:
-    """A WhatsApp-shaped send endpoint answering each request after ``answer_after_s``."""
+def _platform(answer_after_s: float) -> tuple[web.Application, list[str]]:
+    """A WhatsApp-shaped send endpoint answering each request after ``answer_after_s``; the recipients it took."""
     accepted: list[str] = []
 
     async def send(request: web.Request) -> web.Response:
@@ -28,24 +30,11 @@ async def _platform(answer_after_s: float) -> tuple[web.AppRunner, str, list[str
 
     app = web.Application()
     app.router.add_post("/{version}/{phone}/messages", send)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}", accepted
+    return app, accepted
 
 
 def _message(n: int) -> Message:
-    return Message(
-        room_id=f"room-{n}",
-        message_id=f"m-{n}",
-        platform="whatsapp",
-        account="100200300",
-        recipient=f"4917{n:04d}",
-        payload={"type": "text", "text": {"body": "hello"}},
-        created_at_ms=now_ms(),
-    )
+    return text_message(f"room-{n}", f"m-{n}", account="100200300", recipient=f"4917{n:04d}", body="hello")
 
 
 @pytest.mark.asyncio
@@ -53,13 +42,13 @@ async def test_waiting_for_a_pooled_connection_does_not_count_against_the_send_t
     """Six sends through a pool of one connection, each answered after 0.3 s, with a 0.5 s send timeout: the
     last one waits 1.5 s for the connection, yet none times out — a timeout counted from the wait would
     fire after the platform accepted the message, and the retry would reach the user twice."""
-    runner, url, accepted = await _platform(answer_after_s=0.3)
-    adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.5)
-    try:
-        results = await asyncio.gather(*(adapter.send(adapter.prepare(_message(n))) for n in range(6)))
-    finally:
-        await adapter.close()
-        await runner.cleanup()
+    app, accepted = _platform(answer_after_s=0.3)
+    async with serving(app) as url:
+        adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.5)
+        try:
+            results = await asyncio.gather(*(adapter.send(adapter.prepare(_message(n))) for n in range(6)))
+        finally:
+            await adapter.close()
     assert sorted(r.platform_message_id for r in results) == sorted(f"wamid.{n}" for n in range(1, 7))
     assert sorted(accepted) == sorted(f"4917{n:04d}" for n in range(6))
     # Each send is stamped when its request left, after its wait for the connection: the stamps spread over
@@ -70,14 +59,14 @@ async def test_waiting_for_a_pooled_connection_does_not_count_against_the_send_t
 
 @pytest.mark.asyncio
 async def test_a_platform_slower_than_the_send_timeout_is_a_transient_error() -> None:
-    runner, url, accepted = await _platform(answer_after_s=1.0)
-    adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.3)
-    try:
-        with pytest.raises(TransientPlatformError, match="timed out"):
-            await adapter.send(adapter.prepare(_message(1)))
-    finally:
-        await adapter.close()
-        await runner.cleanup()
+    app, accepted = _platform(answer_after_s=1.0)
+    async with serving(app) as url:
+        adapter = WhatsAppAdapter(PlatformSettings(whatsapp_base_url=url), pool_size=1, send_timeout_s=0.3)
+        try:
+            with pytest.raises(TransientPlatformError, match="timed out"):
+                await adapter.send(adapter.prepare(_message(1)))
+        finally:
+            await adapter.close()
     assert accepted == ["49170001"]
 
 

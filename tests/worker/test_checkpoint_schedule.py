@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+from inturn.db.store import CursorUpdate
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.partition import Partition
 
 
 def _checkpoint(flush_ms: int) -> Checkpoint:
-    # next_round reads only the clock and the partitions' requests: nothing else is reached.
-    return Checkpoint(WorkerSettings(worker_cursor_flush_ms=flush_ms), {}, None, None, None)  # type: ignore[arg-type]
+    # next_round reads only the clock and the partitions' requests.
+    return Checkpoint(WorkerSettings(worker_cursor_flush_ms=flush_ms), {}, _CountedRooms(), _Confirmed(), _Written())
 
 
 async def test_a_room_waiting_for_durability_gets_a_round_at_once_not_after_the_interval() -> None:
@@ -22,7 +23,7 @@ async def test_a_room_waiting_for_durability_gets_a_round_at_once_not_after_the_
     await asyncio.sleep(0)
     assert not due.done()
     part = Partition(0, lease_s=60, durability_wanted=checkpoint.wanted)
-    part.offsets.consumed(0)
+    part.consumed(0)
     part.finished("R", 0, "m0", "ack_timeout")
     durable = asyncio.create_task(part.wait_durable())  # the room's next message waits for m0's cursor
     await asyncio.wait_for(due, 10)
@@ -30,7 +31,7 @@ async def test_a_room_waiting_for_durability_gets_a_round_at_once_not_after_the_
     written, upto = part.pending()  # what the round does: reads the partition's changes, writes them
     assert [(u.room_id, u.offset, u.outcome) for u in written] == [("R", 0, "ack_timeout")]
     part.durable(written, upto, time.monotonic())
-    assert part.updates == {}
+    assert part.pending() == ([], 1)
     await asyncio.wait_for(durable, 10)
 
 
@@ -54,9 +55,15 @@ class _Confirmed:
         self.hurried.append(hurry)
         return True
 
+    def poll(self) -> None:
+        pass
+
 
 class _Written:
-    async def checkpoint(self, updates: list[object], epochs: dict[int, int]) -> set[int]:
+    async def claim(self, partitions: list[int], owner: str) -> dict[int, int]:
+        return {}
+
+    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int]) -> set[int]:
         return set()
 
 
@@ -79,13 +86,13 @@ class _CountedRooms:
 async def test_rounds_walk_every_room_for_the_gauges_at_most_once_a_second() -> None:
     rooms = _CountedRooms()
     part = Partition(0, lease_s=60)
-    part.epoch = 1
+    part.claimed(1)
     checkpoint = Checkpoint(
         WorkerSettings(worker_cursor_flush_ms=10),
         {0: part},
-        rooms,  # type: ignore[arg-type]  # the gauges read only active and stuck
-        _Confirmed(),  # type: ignore[arg-type]  # a round only confirms events
-        _Written(),  # type: ignore[arg-type]  # and writes cursors
+        rooms,
+        _Confirmed(),
+        _Written(),
     )
     for _ in range(20):  # rounds back to back (after ack timeouts they come at once)
         assert await checkpoint.once() is not None
@@ -99,14 +106,14 @@ async def test_a_round_a_room_waits_for_hurries_the_events_and_a_periodic_round_
     """A room after an ack timeout waits for a round (``Partition.wait_durable``): that round has the producer send
     the events it holds back at once; the periodic rounds leave the producer to batch them."""
     part = Partition(0, lease_s=60, durability_wanted=None)
-    part.epoch = 1
+    part.claimed(1)
     events = _Confirmed()
     checkpoint = Checkpoint(
         WorkerSettings(worker_cursor_flush_ms=10),
         {0: part},
-        _CountedRooms(),  # type: ignore[arg-type]  # the gauges read only active and stuck
-        events,  # type: ignore[arg-type]  # a round only confirms events
-        _Written(),  # type: ignore[arg-type]  # and writes cursors
+        _CountedRooms(),
+        events,
+        _Written(),
     )
     await checkpoint.once()
     checkpoint.wanted.set()  # what Partition.wait_durable does

@@ -64,24 +64,24 @@ def _terminal_count(settings: KafkaSettings, expected: int) -> bool:
 def test_the_window_keeps_the_last_n_sent_ids_and_never_a_dead_letter() -> None:
     part = Partition(0, lease_s=60, dedup_window=2)
     for offset, message_id in enumerate(["m1", "m2", "m3"]):
-        part.offsets.consumed(offset)
+        part.consumed(offset)
         part.finished("R", offset, message_id, "acked")
     assert [part.sent_before("R", m) for m in ("m1", "m2", "m3")] == [False, True, True]
-    part.offsets.consumed(3)
+    part.consumed(3)
     part.finished("R", 3, "m4", "dead_lettered", sent=False)  # a replay of it must go out
     assert not part.sent_before("R", "m4")
     assert part.sent_before("R", "m3")
     assert not part.sent_before("other room", "m3")
     # What the checkpoint writes carries the window as it stood at that message.
-    assert part.updates["R"].recent == message_digest("m2") + message_digest("m3")
+    assert part.pending()[0][0].recent == message_digest("m2") + message_digest("m3")
 
 
 def test_a_window_of_zero_remembers_nothing() -> None:
     part = Partition(0, lease_s=60, dedup_window=0)
-    part.offsets.consumed(0)
+    part.consumed(0)
     part.finished("R", 0, "m1", "acked")
     assert not part.sent_before("R", "m1")
-    assert part.updates["R"].recent == b""
+    assert part.pending()[0][0].recent == b""
 
 
 def test_a_digest_matches_only_at_a_digest_boundary() -> None:

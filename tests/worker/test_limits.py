@@ -14,7 +14,7 @@ import pytest
 
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
-from inturn_worker.limits import CircuitBreaker, TokenBucket, full_jitter_backoff
+from inturn_worker.limits import BreakerPolicy, CircuitBreaker, TokenBucket, full_jitter_backoff
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
@@ -65,7 +65,9 @@ def test_the_bucket_refills_at_the_rate_and_never_beyond_its_burst(clock: Clock)
 
 
 def _breaker(clock: Clock) -> CircuitBreaker:
-    return CircuitBreaker(failure_ratio=0.5, min_calls=4, window_s=10.0, open_s=5.0, probes=2, clock=clock.monotonic)
+    return CircuitBreaker(
+        BreakerPolicy(failure_ratio=0.5, min_calls=4, window_s=10.0, open_s=5.0, probes=2), clock=clock.monotonic
+    )
 
 
 def _half_open(clock: Clock) -> CircuitBreaker:

@@ -24,6 +24,8 @@ from tests.worker.harness import (
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
+ROOM_API_TOKEN = "operator-test-room-token"
+
 
 @pytest.fixture
 def operator_env(inturn_topics: KafkaSettings, pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,6 +34,7 @@ def operator_env(inturn_topics: KafkaSettings, pg_schema: str, monkeypatch: pyte
     monkeypatch.setenv("INTURN_TOPIC_MESSAGES", inturn_topics.topic_messages)
     monkeypatch.setenv("INTURN_TOPIC_PARTITIONS", str(inturn_topics.topic_partitions))
     monkeypatch.setenv("INTURN_POSTGRES_DSN", pg_schema)
+    monkeypatch.setenv("INTURN_WORKER_ROOM_API_TOKEN", ROOM_API_TOKEN)
 
 
 async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room_released(
@@ -44,15 +47,24 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
 ) -> None:
     platform.behaviour["B"].answers.extend([(400, None), (422, None)])
     produce(inturn_topics, [message("B", "b0"), message("B", "b1"), message("B", "b2")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_dead_letter_policy="block")
+    settings = worker_settings(
+        inturn_topics,
+        pg_schema,
+        platform.url,
+        f"g{test_id}",
+        worker_dead_letter_policy="block",
+        worker_room_api_token=ROOM_API_TOKEN,
+    )
     async with running_worker(settings) as worker:
         await events(inturn_topics, expect_terminal=1)
         operator = load(OperatorSettings)
         # The checkpoint writes the cursor within ~100 ms; PostgreSQL has no event to wait on, so poll.
-        while (await room_info(operator, "B"))["cursor"] is None:  # noqa: ASYNC110
+        while (await room_info(operator, "B"))["cursor"] is None:  # noqa: ASYNC110 - PostgreSQL has no event to wait on
             await asyncio.sleep(0.05)
         assert (
-            await asyncio.to_thread(main, ["rooms", "show", "B", "--worker", f"http://127.0.0.1:{worker.http_port}"])
+            await asyncio.to_thread(
+                main, ["rooms", "show", "B", "--json", "--worker", f"http://127.0.0.1:{worker.http_port}"]
+            )
             == 0
         )
     shown = json.loads(capsys.readouterr().out)
@@ -63,13 +75,13 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
     assert shown["in_memory"][0]["head_message_id"] == "b1"
     assert shown["in_memory"][0]["blocked"] is True
 
-    assert await asyncio.to_thread(main, ["dlq", "list"]) == 0
-    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert await asyncio.to_thread(main, ["dlq", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
     assert [(d["room_id"], d["message_id"]) for d in listed] == [("B", "b0")]
-    assert await asyncio.to_thread(main, ["dlq", "replay"]) == 0
+    assert await asyncio.to_thread(main, ["dlq", "replay", "--yes"]) == 0
     assert "replayed 1" in capsys.readouterr().out
-    assert await asyncio.to_thread(main, ["dlq", "list"]) == 0
-    assert capsys.readouterr().out == ""
+    assert await asyncio.to_thread(main, ["dlq", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
     republished = [
         decode(Message, v).message_id for v in read_topic(inturn_topics, inturn_topics.topic_messages, expect=4)
     ]

@@ -14,7 +14,8 @@ from inturn_worker.acks import AckRouter
 from inturn_worker.health import describe
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
+from tests.support.messages import text_message
+from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
 class Counting(Platform):
@@ -33,25 +34,18 @@ class Counting(Platform):
 
 
 def _message(n: int) -> Message:
-    return Message(room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=1)
+    return text_message("R", f"m{n}", recipient="r", created_at_ms=1)
 
 
 def _rooms(platform: Counting, part: Partition, recorder: Recorder | None = None) -> Rooms:
-    return Rooms(
-        WorkerSettings(worker_prepare_ahead=4),
-        {"whatsapp": platform},
-        recorder or Recorder(),
-        AckRouter(early_ttl_s=60),
-        MemoryStore(),  # type: ignore[arg-type]
-        {part.partition: part},
-    )
+    return rooms_of(WorkerSettings(worker_prepare_ahead=4), part, platform, recorder or Recorder(), AckRouter(60))
 
 
 def _enqueue(rooms: Rooms, part: Partition, count: int) -> list[Entry]:
     entries = []
     for n in range(count):
         message = _message(n)
-        part.offsets.consumed(n)
+        part.consumed(n)
         entry = Entry.of(part, n, encode(message), message, now_ms())
         rooms.enqueue(entry)
         entries.append(entry)
@@ -62,9 +56,9 @@ async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_o
     platform = Counting(refuse_head=False)
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     entries = _enqueue(rooms, part, 7)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert platform.rendered == ["m0"], "nothing behind the head is rendered before the head's send"
@@ -94,18 +88,18 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     recorder = Recorder()
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part, recorder)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     (entry,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert isinstance(entry.prepared, PreparedSend)
     rendered = entry.prepared
-    _, answer = platform.pending  # type: ignore[misc]
+    assert platform.pending is not None
+    _, answer = platform.pending
     answer.set_result(SendResult("wamid.0"))
     await eventually(lambda: platform.pending is None and entry.prepared is None, 5, "the room loop got there", every=0)
-    # Only this test's name and getrefcount's argument still refer to the body (a compiled PreparedSend cannot be
-    # weakly referenced, so its references are counted).
+    # Only this test's name and getrefcount's argument still refer to the body.
     await eventually(lambda: sys.getrefcount(rendered) == 2, 5, "the room loop let go of the body", every=0)
     assert recorder.events == [], "m0 was sent and still awaits its ack: its one event comes with its outcome"
     assert (describe({0: part}, "R") or {}).get("in_flight") is True
@@ -116,10 +110,10 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     platform = Counting(refuse_head=False)
     settings = WorkerSettings(worker_ack_timeout_ms=60_000, worker_ack_timeouts_ms={"whatsapp": 100})
     part = Partition(0, lease_s=60)
-    rooms = Rooms(settings, {"whatsapp": platform}, Recorder(), AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
-    part.epoch = 1
+    rooms = rooms_of(settings, part, platform, Recorder(), AckRouter(early_ttl_s=60))
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert rooms.stuck() == 0
@@ -135,23 +129,25 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     recorder = Recorder()
     part = Partition(0, lease_s=60)
     settings = WorkerSettings(worker_mode="none", worker_room_idle_ms=300)  # no ack wait: sent is terminal
-    rooms = Rooms(settings, {"whatsapp": platform}, recorder, AckRouter(early_ttl_s=60), MemoryStore(), {0: part})  # type: ignore[arg-type]
-    part.epoch = 1
+    rooms = rooms_of(settings, part, platform, recorder, AckRouter(early_ttl_s=60))
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     (first,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
-    platform.pending[1].set_result(SendResult("wamid.0"))  # type: ignore[index]
+    assert platform.pending is not None
+    platform.pending[1].set_result(SendResult("wamid.0"))
     await eventually(
         lambda: part.rooms["R"].wakeup is not None, 5, "the room loop got there", every=0
     )  # m0 done: the loop waits for the room's next one
     loop_task = part.rooms["R"].task
     message = _message(1)
-    part.offsets.consumed(1)
+    part.consumed(1)
     rooms.enqueue(Entry.of(part, 1, encode(message), message, now_ms()))
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
     assert part.rooms["R"].task is loop_task, "the same loop took the next message: no task per message"
-    platform.pending[1].set_result(SendResult("wamid.1"))  # type: ignore[index]
+    assert platform.pending is not None
+    platform.pending[1].set_result(SendResult("wamid.1"))
     assert loop_task is not None
     await asyncio.wait_for(loop_task, 10)  # retires after 300 ms with nothing to send
     assert "R" not in part.rooms

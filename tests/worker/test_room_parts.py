@@ -12,9 +12,9 @@ from inturn.kafka import make_producer
 from inturn.schemas import Event, EventType, OrderingMode, decode
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_worker.acks import COMPACT_MIN, Deadlines
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, EntryQueue, Partition
-from inturn_worker.timeouts import COMPACT_MIN, Deadlines
 from tests.worker.harness import read_topic
 
 

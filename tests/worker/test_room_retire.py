@@ -18,14 +18,14 @@ from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
-from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
+from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
 def _enqueue(rooms: Rooms, part: Partition, offset: int) -> None:
     msg = Message(
         room_id="R", message_id=f"m{offset}", platform="whatsapp", recipient="r", payload={}, created_at_ms=now_ms()
     )
-    part.offsets.consumed(offset)
+    part.consumed(offset)
     rooms.enqueue(Entry.of(part, offset, encode(msg), msg, now_ms()))
 
 
@@ -33,12 +33,12 @@ async def test_after_an_ack_timeout_a_retired_rooms_next_message_waits_for_the_c
     platform, recorder = Platform(), Recorder()
     wanted = asyncio.Event()  # what a room sets to ask the checkpoint for a round at once
     part = Partition(0, lease_s=3600, durability_wanted=wanted)
-    part.epoch = 1
+    part.claimed(1)
     part.renew()
-    part.mark_acks_ready()
+    part.acks_caught_up()
     settings = WorkerSettings(worker_ack_timeout_ms=50, worker_adaptive_timeout=False)
     assert settings.worker_room_idle_ms == 0  # the default: a loop retires at once
-    rooms = Rooms(settings, {"whatsapp": platform}, recorder, AckRouter(3600), MemoryStore(), {0: part})  # type: ignore[arg-type]  # in-memory stand-ins for the event log and store
+    rooms = rooms_of(settings, part, platform, recorder, AckRouter(3600))
 
     _enqueue(rooms, part, 0)
     await eventually(lambda: platform.pending is not None, 5, "m0 sent")

@@ -27,9 +27,10 @@ from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventTyp
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter
+from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition
-from inturn_worker.room import Rooms
+from inturn_worker.room import Delivery, Rooms
 
 MESSAGES = 6
 
@@ -79,13 +80,27 @@ class Recorder(EventLog):
 
 
 class MemoryStore:
-    """What Rooms asks of PostgreSQL, in memory."""
+    """What dead letters ask of PostgreSQL, in memory (nothing is ever blocked)."""
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         pass
 
+    async def block(self, room_id: str, reason: str) -> None:
+        pass
+
     async def is_blocked(self, room_id: str) -> bool:
         return False
+
+
+def rooms_of(
+    settings: WorkerSettings, part: Partition, platform: PlatformAdapter, events: EventLog, router: AckRouter
+) -> Rooms:
+    """The real rooms and delivery over one partition and one platform, with the event log given and an in-memory
+    store."""
+    delivery = Delivery(
+        settings, {platform.name: platform}, events, router, DeadLetters(settings, events, MemoryStore())
+    )
+    return Rooms(settings, {part.partition: part}, delivery)
 
 
 class RoomMachine(RuleBasedStateMachine):
@@ -105,10 +120,10 @@ class RoomMachine(RuleBasedStateMachine):
             worker_breaker_min_calls=10**6,
         )
         self.part = Partition(0, lease_s=3600)
-        self.rooms = Rooms(cfg, {"whatsapp": self.platform}, self.recorder, self.router, MemoryStore(), {0: self.part})  # type: ignore[arg-type]
-        self.part.epoch = 1
+        self.rooms = rooms_of(cfg, self.part, self.platform, self.recorder, self.router)
+        self.part.claimed(1)
         self.part.renew()
-        self.part.mark_acks_ready()
+        self.part.acks_caught_up()
         self.sent_ok: list[str] = []  # message ids whose send returned 2xx, in order
         self.wamids: dict[str, str] = {}
         self._run(self._enqueue_all())
@@ -121,7 +136,7 @@ class RoomMachine(RuleBasedStateMachine):
             msg = Message(
                 room_id="R", message_id=f"m{n}", platform="whatsapp", recipient="r", payload={}, created_at_ms=now_ms()
             )
-            self.part.offsets.consumed(n)
+            self.part.consumed(n)
             self.rooms.enqueue(Entry.of(self.part, n, encode(msg), msg, now_ms()))
         await self._settle()
 
@@ -251,7 +266,7 @@ class RoomMachine(RuleBasedStateMachine):
             elif self._in_flight() is not None:
                 self.ack_timeout_fires()
         assert self._terminal() == Counter({f"m{n}": 1 for n in range(MESSAGES)})
-        assert self.part.offsets.committable() == MESSAGES
+        assert self.part.committable() == MESSAGES
         self._run(self.rooms.close())
         self.loop.close()
 

@@ -8,6 +8,8 @@ import signal
 import threading
 from pathlib import Path
 
+from inturn.errors import InturnError
+from inturn_cli.output import add_json, print_json
 from inturn_devtools.stack import LocalStack, StackState, load_state, save_state, stop_detached
 
 STATE_FILE = Path(os.environ.get("INTURN_STATE_DIR", "var")) / "devstack.json"
@@ -29,6 +31,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     down = actions.add_parser("down", help="stop a detached stack and delete its data")
     down.set_defaults(handler=_down)
     env = actions.add_parser("env", help='print `export` lines for a detached stack (eval "$(inturn dev env)")')
+    add_json(env)
     env.set_defaults(handler=_env)
 
 
@@ -94,7 +97,10 @@ def _down(args: argparse.Namespace) -> int:
 
 def _env(args: argparse.Namespace) -> int:
     if not STATE_FILE.exists():
-        print("no detached stack is up; `inturn dev up --detach` first")
-        return 1
-    _print_env(load_state(STATE_FILE))
+        raise InturnError(f"no detached stack is up ({STATE_FILE} not found); `inturn dev up --detach` first")
+    state = load_state(STATE_FILE)
+    if args.json:
+        print_json(state.env())
+    else:
+        _print_env(state)
     return 0

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import asyncpg
-
 from inturn.db import migrate
-from inturn.db.pool import connect_kwargs
 from inturn.settings import PostgresSettings, load
+from inturn_cli import reach
+from inturn_cli.output import add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,6 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="apply PostgreSQL schema migrations",
         description="Apply the schema migrations not yet applied to INTURN_POSTGRES_DSN. Idempotent.",
     )
+    add_json(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -26,12 +26,13 @@ def _run(args: argparse.Namespace) -> int:
     settings = load(PostgresSettings)
 
     async def run() -> list[str]:
-        conn = await asyncpg.connect(**connect_kwargs(settings))
-        try:
+        # A migration may wait for another process's lock and run long DDL: no statement timeout.
+        async with reach.postgres(settings, command_timeout=None) as conn:
             return await migrate(conn)
-        finally:
-            await conn.close()
 
     applied = asyncio.run(run())
-    print(f"applied: {', '.join(applied) or 'none (up to date)'}")
+    if args.json:
+        print_json({"applied": applied})
+    else:
+        print(f"applied: {', '.join(applied) or 'none (up to date)'}")
     return 0

@@ -17,6 +17,8 @@ from inturn.schemas import Message, encode
 from inturn.sdk import MessageProducer, PlannedMessage, plan_messages, planned_to_message
 from inturn.settings import load
 from inturn.settings.bridge import BridgeSettings
+from inturn_cli import reach
+from inturn_cli.output import add_json, print_json
 
 PATTERN_HELP = (
     "interleaving to reproduce, e.g. 'A7 B3 A6 A5 C5 C4 B2': each token is ONE message of the room its "
@@ -41,9 +43,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--rate", type=float, help="messages per second, at most (default: as fast as possible)")
     parser.add_argument("--to", choices=["kafka", "pubsub"], default="kafka", help="where to (default kafka)")
     parser.add_argument("--pubsub-topic", help="Pub/Sub topic id or projects/<p>/topics/<t> (with --to pubsub)")
-    parser.add_argument("--platform", default="whatsapp", help="the messages' platform (default whatsapp)")
+    parser.add_argument(
+        "--platform",
+        default="whatsapp",
+        help="the messages' platform, one the worker has an adapter for (default whatsapp)",
+    )
     parser.add_argument("--room-prefix", default="room-", help="room id prefix (default 'room-')")
     parser.add_argument("--run-id", help="prefix of the message ids (default: random)")
+    add_json(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -54,6 +61,12 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("give --rooms and --messages, or --pattern")
     if args.to == "pubsub" and not args.pubsub_topic:
         raise ConfigError("--to pubsub needs --pubsub-topic")
+    if args.rate is not None and args.rate <= 0:
+        raise ConfigError(f"--rate must be above 0, not {args.rate}")
+    from inturn.platforms import ADAPTERS  # the worker's platforms: a message of another would be dead-lettered
+
+    if args.platform not in ADAPTERS:
+        raise ConfigError(f"--platform {args.platform!r} is not one of {', '.join(sorted(ADAPTERS))}")
     try:
         plan = list(
             plan_messages(rooms=args.rooms, messages=args.messages, pattern=args.pattern, room_prefix=args.room_prefix)
@@ -64,13 +77,15 @@ def _run(args: argparse.Namespace) -> int:
     settings = load(BridgeSettings)
     if args.to == "kafka":
         target = settings.topic_messages
-        sink: _Sink = _KafkaSink(MessageProducer(settings))
+        reach.kafka_probe(settings, target)  # within seconds, rather than each send's delivery timeout
+        sink: _Sink = _KafkaSink(MessageProducer(settings, **reach.kafka_overrides()))
     else:
         target = args.pubsub_topic
         if "/" not in target:
             target = f"projects/{settings.bridge_project}/topics/{target}"
-        sink = _PubsubSink(target)
-    return _produce(plan, run_id, args.platform, args.rate, sink, target)
+        reach.pubsub_probe(target)
+        sink = reach.pubsub("starting a publisher", lambda: _PubsubSink(target))
+    return _produce(plan, run_id, args.platform, args.rate, sink, target, args.json)
 
 
 class _Sink(Protocol):
@@ -112,7 +127,13 @@ class _PubsubSink:
 
 
 def _produce(
-    plan: list[PlannedMessage], run_id: str, platform: str, rate: float | None, sink: _Sink, target: str
+    plan: list[PlannedMessage],
+    run_id: str,
+    platform: str,
+    rate: float | None,
+    sink: _Sink,
+    target: str,
+    as_json: bool = False,
 ) -> int:
     console = Console(stderr=True)
     settled = threading.Condition()
@@ -129,7 +150,7 @@ def _produce(
     rooms = len({p.room_id for p in plan})
     started = time.monotonic()
     columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console, disable=as_json) as progress:
         task = progress.add_task(f"to {target}", total=len(plan))
         try:
             for i, planned in enumerate(plan):
@@ -148,6 +169,19 @@ def _produce(
             sink.close()
         progress.update(task, completed=done())
     elapsed = time.monotonic() - started
+    if as_json:
+        print_json(
+            {
+                "target": target,
+                "run_id": run_id,
+                "rooms": rooms,
+                "planned": len(plan),
+                "produced": counts["ok"],
+                "failed": counts["failed"],
+                "seconds": round(elapsed, 3),
+            }
+        )
+        return 1 if counts["failed"] else 0
     console.print(
         f"produced {counts['ok']} of {len(plan)} messages over {rooms} rooms to {target} in {elapsed:.1f}s "
         f"({counts['ok'] / max(elapsed, 1e-9):.0f}/s), run id {run_id}"

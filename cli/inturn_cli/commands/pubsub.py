@@ -6,6 +6,8 @@ import argparse
 
 from inturn.settings import load
 from inturn.settings.bridge import DEFAULT_TOPIC, BridgeSettings
+from inturn_cli import reach
+from inturn_cli.output import add_json, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,6 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     setup.add_argument("--project", help="GCP project (default: INTURN_BRIDGE_PROJECT)")
     setup.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic id the backend publishes to ({DEFAULT_TOPIC})")
     setup.add_argument("--subscription", help="subscription id (default: INTURN_BRIDGE_SUBSCRIPTION)")
+    add_json(setup)
     setup.set_defaults(handler=_setup)
 
 
@@ -29,9 +32,21 @@ def _setup(args: argparse.Namespace) -> int:
     from inturn_bridge.subscription import ensure
 
     settings = load(BridgeSettings)
-    done = ensure(
-        args.project or settings.bridge_project, args.topic, args.subscription or settings.bridge_subscription
-    )
+    project = args.project or settings.bridge_project
+    subscription = args.subscription or settings.bridge_subscription
+    reach.pubsub_probe(f"projects/{project}/topics/{args.topic}")  # within seconds, rather than the calls' retries
+    done = reach.pubsub("setting up the topic and subscription", lambda: ensure(project, args.topic, subscription))
+    if args.json:
+        print_json(
+            {
+                "topic": done.topic,
+                "created_topic": done.created_topic,
+                "subscription": done.subscription,
+                "created_subscription": done.created_subscription,
+                "ordered": True,
+            }
+        )
+        return 0
     print(f"topic: {done.topic} ({'created' if done.created_topic else 'existed'})")
     print(f"subscription: {done.subscription} ({'created' if done.created_subscription else 'existed'}, ordered)")
     return 0

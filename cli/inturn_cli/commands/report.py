@@ -21,6 +21,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from inturn_reports.job import run_args
+    from inturn.errors import ConfigError
+    from inturn_reports.flags import settings_from
+    from inturn_reports.job import parse_time, run_args  # importing the job starts no Spark
 
+    # The flags and settings are checked here, before run_args starts Spark (tens of seconds).
+    from_ms, to_ms = parse_time(args.from_), parse_time(args.to)
+    if to_ms <= from_ms:
+        raise ConfigError(f"--to ({args.to}) must be after --from ({args.from_}): the range [--from, --to) is empty")
+    settings_from(args)
     return run_args(args)

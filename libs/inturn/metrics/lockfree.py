@@ -150,5 +150,5 @@ class LockFreeHistogram(_Family[HistogramChild]):
         cumulative, buckets = 0, []
         for upper, count in zip(self._upper, counts, strict=True):
             cumulative += count
-            buckets.append((floatToGoString(upper), cumulative))  # type: ignore[no-untyped-call]
+            buckets.append((floatToGoString(upper), cumulative))  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
         family.add_metric(labels, buckets, total)

@@ -9,7 +9,6 @@ from enum import StrEnum
 from typing import ClassVar
 
 import orjson
-from mypy_extensions import mypyc_attr
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
@@ -76,7 +75,6 @@ def watermark_covers(result: SendResult, watermark_ms: int, clock_skew_ms: int =
     return result.sent_at_ms - clock_skew_ms <= watermark_ms
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (docs/compiled.md); tests subclass it
 class PlatformAdapter(ABC):
     """Renders and sends messages to one platform; raises only the ``PlatformError`` tree."""
 
@@ -118,15 +116,14 @@ class PlatformAdapter(ABC):
         can attach a callback to that future and map its outcome with ``result_of``."""
         try:
             response = await self.transport.request(prepared.url, prepared.headers, prepared.body, gate)
-        # One name per handler: compiled (docs/compiled.md), a name keeps the type of its first binding.
-        except TimeoutError as timed_out:
-            raise TransientPlatformError(f"send timed out: {timed_out}", status=None) from timed_out
-        except ConnectionError as broken:
-            raise TransientPlatformError(f"connection error: {broken}") from broken
-        except OSError as failed:  # refused, unreachable, TLS verification failed
-            raise TransientPlatformError(f"connection error: {failed.__class__.__name__}: {failed}") from failed
-        except ValueError as invalid:  # not an http(s) URL: configuration no retry mends
-            raise PermanentPlatformError(str(invalid)) from invalid
+        except TimeoutError as exc:
+            raise TransientPlatformError(f"send timed out: {exc}", status=None) from exc
+        except ConnectionError as exc:
+            raise TransientPlatformError(f"connection error: {exc}") from exc
+        except OSError as exc:  # refused, unreachable, TLS verification failed
+            raise TransientPlatformError(f"connection error: {exc.__class__.__name__}: {exc}") from exc
+        except ValueError as exc:  # not an http(s) URL: configuration no retry mends
+            raise PermanentPlatformError(str(exc)) from exc
         return self.result_of(response)
 
     def result_of(self, response: Response) -> SendResult:

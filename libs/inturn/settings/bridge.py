@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from inturn.settings.common import KafkaSettings
 
@@ -64,23 +64,43 @@ class BridgeSettings(KafkaSettings):
     )
     bridge_http_host: str = Field(
         "0.0.0.0",  # noqa: S104 - a container's probes and Pub/Sub push reach the pod from outside
-        description="Address of the HTTP server (push endpoint, /metrics, /healthz, /readyz).",
+        description="Address of both HTTP servers (the push endpoint's and the internal one).",
     )
-    bridge_http_port: int = Field(8082, ge=0, le=65535, description="Port of the HTTP server (0: any free port).")
+    bridge_http_port: int = Field(
+        8082, ge=0, le=65535, description="Port of the push endpoint, push mode only: POST /push and nothing else."
+    )
+    bridge_internal_port: int = Field(
+        9091,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz and /readyz (both modes); never routed by an Ingress.",
+    )
     bridge_push_path: str = Field("/push", pattern=r"^/", description="Path of the push endpoint (push mode).")
     bridge_oidc_audience: str | None = Field(
         None,
-        description="When set, push requests must carry a Google-signed OIDC token for this audience "
-        "(Authorization: Bearer ...); 401 without a valid one.",
+        description="Push requests must carry a Google-signed OIDC token for this audience "
+        "(Authorization: Bearer ...); 401 without a valid one. Required in production push mode.",
     )
     bridge_oidc_issuers: list[str] = Field(
         default_factory=lambda: ["https://accounts.google.com", "accounts.google.com"],
-        description="Accepted 'iss' claims of push tokens (403 otherwise).",
+        description="Accepted 'iss' claims of push tokens (401 otherwise).",
     )
     bridge_oidc_email: str | None = Field(
-        None, description="When set, the push token's verified 'email' must be this service account (403 otherwise)."
+        None,
+        description="The push token's verified 'email' must be this service account (401 otherwise). "
+        "Required in production push mode: without it a token of any service account passes.",
+    )
+    bridge_push_allow_unauthenticated: bool = Field(
+        False,
+        description="Opt-out for a private network: push mode in production without audience and email, taking "
+        "POST /push from anyone who reaches the port (a warning is logged at start).",
     )
     bridge_oidc_certs_url: str = Field(GOOGLE_CERTS_URL, description="Where the token signing certificates are.")
+
+    @field_validator("bridge_oidc_audience", "bridge_oidc_email")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
 
     @model_validator(mode="after")
     def _subscription_is_an_id(self) -> BridgeSettings:
@@ -90,3 +110,26 @@ class BridgeSettings(KafkaSettings):
                 "INTURN_BRIDGE_PROJECT"
             )
         return self
+
+    @model_validator(mode="after")
+    def _push_needs_proof(self) -> BridgeSettings:
+        if self.environment != "production" or self.bridge_mode != "push" or self.bridge_push_allow_unauthenticated:
+            return self
+        missing = [
+            f"INTURN_{name.upper()}"
+            for name in ("bridge_oidc_audience", "bridge_oidc_email")
+            if getattr(self, name) is None
+        ]
+        if missing:
+            raise ValueError(
+                f"push mode in production needs {' and '.join(missing)}: without them anyone who reaches the push "
+                "port writes messages; set them, or INTURN_BRIDGE_PUSH_ALLOW_UNAUTHENTICATED=true on a private network"
+            )
+        return self
+
+    def push_checks(self) -> Literal["audience+email", "audience", "none"]:
+        """What push requests are checked for: a token of the audience and service account, of the audience by
+        any account, or nothing."""
+        if not self.bridge_oidc_audience:
+            return "none"
+        return "audience+email" if self.bridge_oidc_email else "audience"

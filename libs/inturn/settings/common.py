@@ -2,11 +2,24 @@
 
 Each service has its own ``Settings`` class (in this package) that extends these; ``load`` builds
 one and turns validation errors into a ``ConfigError`` naming the environment variables at fault.
+
+Two rules hold for every class, so no service runs on a setting it misread:
+
+- an ``INTURN_*`` environment variable that no inturn component knows stops the process, naming the
+  closest known one (a misspelt ``INTURN_WORKER_ACK_TIMOUT_MS`` would otherwise leave the default in
+  force without a word). A variable of a sibling component is fine: one env file may serve them all;
+- in production, a credential holding a placeholder (``PLACEHOLDER_SECRETS``) stops the process.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+import difflib
+import functools
+import importlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PostgresDsn, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -15,8 +28,65 @@ from inturn.errors import ConfigError
 
 ENV_PREFIX = "INTURN_"
 
-#: Values that mark a secret as "not set yet"; refused outside development.
-PLACEHOLDER_SECRETS = frozenset({"", "changeme", "change-me", "secret", "dev-secret", "placeholder"})
+#: Values that mark a secret as "not set yet" (compared trimmed and lower-cased); refused in production.
+#: ``dev-secret`` and ``dev-token`` are the development defaults, matching the platform simulator's.
+PLACEHOLDER_SECRETS = frozenset(
+    {
+        "",
+        "changeme",
+        "change-me",
+        "change_me",
+        "secret",
+        "dev-secret",
+        "dev-token",
+        "token",
+        "password",
+        "placeholder",
+        "example",
+        "todo",
+    }
+)
+
+#: The settings class of every inturn component in this package ("module:Class"). Their fields, with
+#: ``OUTSIDE_FIELDS`` and ``OTHER_VARIABLES``, are every ``INTURN_*`` variable any component reads.
+SETTINGS_CLASSES: tuple[str, ...] = (
+    "inturn.settings.worker:WorkerSettings",
+    "inturn.settings.webhook:WebhookSettings",
+    "inturn.settings.bridge:BridgeSettings",
+    "inturn.settings.sim:SimSettings",
+    "inturn.settings.operator:OperatorSettings",
+)
+
+#: Fields of settings classes that live outside libs (which imports none of them): the report's, with the
+#: Spark job. tests/security/test_settings_strict.py keeps this equal to the class.
+OUTSIDE_FIELDS: Mapping[str, frozenset[str]] = {
+    "inturn_reports.settings:ReportSettings": frozenset(
+        {
+            "report_driver_memory",
+            "report_grace_ms",
+            "report_input_dir",
+            "report_jdbc_password",
+            "report_jdbc_url",
+            "report_jdbc_user",
+            "report_master",
+            "report_nights",
+            "report_out_dir",
+            "report_shuffle_partitions",
+            "report_source",
+            "report_timeline_bucket_s",
+            "report_top_n",
+        }
+    ),
+}
+
+#: ``INTURN_*`` variables read outside the settings classes, and by whom.
+OTHER_VARIABLES: Mapping[str, str] = {
+    "INTURN_CACHE_DIR": "where downloaded jars and tools are kept (libs/inturn/cache.py, the image)",
+    "INTURN_STATE_DIR": "where `inturn dev` keeps its state file",
+    "INTURN_WORKER_PROFILE": "development aid: the worker writes cProfile stats to this file on exit",
+    "INTURN_BENCH_COMMIT": "the commit a benchmark run measured, outside git",
+    "INTURN_TESTS_NO_DOCKER": "the tests start Kafka, PostgreSQL and the emulator without Docker",
+}
 
 
 class InturnSettings(BaseSettings):
@@ -32,13 +102,26 @@ class InturnSettings(BaseSettings):
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Lowest level logged.")
 
+    #: Credentials that may be left unset in production (at their development default): each stands for a feature
+    #: a deployment may not use, and the class itself decides what unset means (see PlatformSettings). A value
+    #: *given* as a placeholder is refused all the same.
+    unset_allowed_in_production: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unknown_variables(cls, data: Any) -> Any:
+        problems = unknown_variables(os.environ)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return data
+
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> InturnSettings:
         if self.environment != "production":
             return self
-        for name, value in self:
-            if isinstance(value, SecretStr) and value.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
-                raise ValueError(f"{ENV_PREFIX}{name.upper()} holds a placeholder secret; set a real one in production")
+        names = [f"{ENV_PREFIX}{name.upper()}" for name in placeholder_secrets(self)]
+        if names:
+            raise ValueError(f"{', '.join(names)}: placeholder secret; set a real one in production")
         return self
 
 
@@ -74,6 +157,72 @@ class PostgresSettings(InturnSettings):
     postgres_pool_max: int = Field(4, ge=1, description="Connections per process.")
 
 
+def is_placeholder(secret: SecretStr) -> bool:
+    """Whether ``secret`` is one of ``PLACEHOLDER_SECRETS`` (trimmed, any case)."""
+    return secret.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS
+
+
+def placeholder_secrets(settings: BaseSettings) -> list[str]:
+    """Names of the fields of ``settings`` holding a placeholder credential: a ``SecretStr``, or any secret of a
+    list of them (secret lists for rotation). An unset optional secret (None) is not one: the feature is off; nor
+    is a field of ``unset_allowed_in_production`` left at its default."""
+    optional: frozenset[str] = getattr(settings, "unset_allowed_in_production", frozenset())
+    found = []
+    for name, value in settings:
+        if name in optional and name not in settings.model_fields_set:
+            continue
+        secrets: Iterable[object] = value if isinstance(value, list) else [value]
+        if any(isinstance(secret, SecretStr) and is_placeholder(secret) for secret in secrets):
+            found.append(name)
+    return found
+
+
+def _class(path: str) -> type[BaseSettings]:
+    module, _, name = path.partition(":")
+    cls: type[BaseSettings] = getattr(importlib.import_module(module), name)
+    return cls
+
+
+@functools.cache
+def known_variables() -> frozenset[str]:
+    """Every ``INTURN_*`` variable some inturn component reads (upper case)."""
+    fields: set[str] = set()
+    for path in SETTINGS_CLASSES:
+        fields |= set(_class(path).model_fields)
+    for outside in OUTSIDE_FIELDS.values():
+        fields |= outside
+    return frozenset({f"{ENV_PREFIX}{name.upper()}" for name in fields} | set(OTHER_VARIABLES))
+
+
+#: The variables Kubernetes sets for every Service of the namespace (service links): a release named ``inturn``
+#: has Services ``inturn-webhook``... whose links read ``INTURN_WEBHOOK_SERVICE_HOST``, ``INTURN_WEBHOOK_PORT``
+#: (``tcp://10.0.0.7:8080``), ``INTURN_WEBHOOK_PORT_8080_TCP_ADDR``... They are not settings and not typos.
+_SERVICE_LINK = re.compile(
+    r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)$"
+)
+_SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://[^/]+:\d+$")
+
+
+def _is_service_link(name: str, value: str) -> bool:
+    return bool(_SERVICE_LINK.match(name)) or (name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value)))
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One message per ``INTURN_*`` name in ``environ`` that no component knows, naming the closest known one
+    (Kubernetes' service-link variables excepted)."""
+    known = known_variables()
+    suffixes = [name.removeprefix(ENV_PREFIX) for name in known]  # the shared prefix would make everything "close"
+    problems = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known or _is_service_link(upper, environ[name]):
+            continue
+        close = difflib.get_close_matches(upper.removeprefix(ENV_PREFIX), suffixes, n=1, cutoff=0.6)
+        hint = f"did you mean {ENV_PREFIX}{close[0]}?" if close else "see docs/configuration.md for the known ones"
+        problems.append(f"{name} is not a setting of any inturn component ({hint})")
+    return problems
+
+
 S = TypeVar("S", bound=BaseSettings)
 
 
@@ -84,7 +233,8 @@ def load(cls: type[S], **overrides: Any) -> S:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "settings"
-            env = f"{ENV_PREFIX}{field.split('.')[0].upper()}" if err["loc"] else "settings"
-            problems.append(f"{env}: {err['msg']}")
+            if not err["loc"]:  # a check across fields (a model validator) names its variables itself
+                problems.append(str(err["msg"]).removeprefix("Value error, "))
+                continue
+            problems.append(f"{ENV_PREFIX}{str(err['loc'][0]).upper()}: {err['msg']}")
         raise ConfigError(f"invalid {cls.__name__}: " + "; ".join(problems)) from exc

@@ -13,7 +13,7 @@ import orjson
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from inturn.settings.common import ENV_PREFIX, PLACEHOLDER_SECRETS, KafkaSettings
+from inturn.settings.common import ENV_PREFIX, KafkaSettings
 
 SecretList = Annotated[list[SecretStr], NoDecode]
 
@@ -56,7 +56,47 @@ class WebhookSettings(KafkaSettings):
         description="The webhook's public base URL as platforms call it (e.g. https://hooks.example.com): Twilio "
         "signs that URL. Unset: rebuilt from X-Forwarded-Proto/-Host (set by the proxy) or the request.",
     )
+    webhook_internal_port: int = Field(
+        9090,
+        ge=1,
+        le=65535,
+        description="Port of /metrics, /healthz, /readyz and the OpenAPI document (/openapi.json, /docs, /redoc); "
+        "never routed by an Ingress. The public port (INTURN_WEBHOOK_PORT) serves only the platform callbacks.",
+    )
     webhook_max_body_bytes: int = Field(1024 * 1024, ge=1024, description="Largest request body accepted (413).")
+    webhook_body_budget_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=64 * 1024,
+        description="Bytes of request bodies held at once by the process (each callback reserves its "
+        "Content-Length before it is read); past it new callbacks get 503 with Retry-After (docs/webhook.md).",
+    )
+    webhook_max_header_bytes: int = Field(
+        16 * 1024,
+        ge=1024,
+        description="Largest request line plus headers accepted; past it the request gets 431 and the "
+        "connection is closed.",
+    )
+    webhook_max_headers: int = Field(
+        100, ge=8, description="Most header fields a request may carry (431 and the connection closed past it)."
+    )
+    webhook_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="A connection must deliver a request's line and headers within this many seconds of "
+        "connecting (or of that request's first byte); else 408 and the connection is closed.",
+    )
+    webhook_body_timeout_s: float = Field(
+        15.0,
+        gt=0,
+        description="A request's whole body must arrive within this many seconds of its headers; else the "
+        "connection is closed.",
+    )
+    webhook_keepalive_timeout_s: int = Field(
+        65,
+        ge=1,
+        description="An idle keep-alive connection is closed after this many seconds (above ingress-nginx's "
+        "60-second upstream keep-alive, so that the proxy, not the webhook, closes first).",
+    )
     webhook_kafka_confirm_timeout_ms: int = Field(
         5000, ge=1, description="How long a request waits for Kafka to confirm its acks before answering 503."
     )
@@ -103,13 +143,24 @@ class WebhookSettings(KafkaSettings):
         return value
 
     @model_validator(mode="after")
+    def _ports_and_budget(self) -> WebhookSettings:
+        if self.webhook_internal_port == self.webhook_port:
+            raise ValueError(
+                f"{ENV_PREFIX}WEBHOOK_INTERNAL_PORT must differ from {ENV_PREFIX}WEBHOOK_PORT: the internal port's "
+                "metrics, probes and documents must not be served where the callbacks are"
+            )
+        if self.webhook_body_budget_bytes < self.webhook_max_body_bytes:
+            raise ValueError(
+                f"{ENV_PREFIX}WEBHOOK_BODY_BUDGET_BYTES ({self.webhook_body_budget_bytes}) is below "
+                f"{ENV_PREFIX}WEBHOOK_MAX_BODY_BYTES ({self.webhook_max_body_bytes}): a body of the largest size "
+                "accepted would never fit"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _secrets_in_production(self) -> WebhookSettings:
         if self.environment != "production":
             return self
         if not self.webhook_app_secrets:
             raise ValueError(f"{ENV_PREFIX}WEBHOOK_APP_SECRETS is empty: every callback would be refused")
-        for name in ("webhook_app_secrets", "webhook_generic_secret", "webhook_twilio_auth_tokens"):
-            for secret in getattr(self, name):
-                if secret.get_secret_value().strip().lower() in PLACEHOLDER_SECRETS:
-                    raise ValueError(f"{ENV_PREFIX}{name.upper()} holds a placeholder secret")
-        return self
+        return self  # placeholders, in these lists too, are refused by InturnSettings

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, SecretStr
+from pydantic import Field, PositiveFloat, SecretStr, model_validator
 
 from inturn.schemas import OrderingMode
 from inturn.settings.common import KafkaSettings, PostgresSettings
@@ -17,7 +17,24 @@ def _default_worker_id() -> str:
 
 
 class PlatformSettings(KafkaSettings):
-    """Where each platform's send API is and how to authenticate (one connection pool per platform)."""
+    """Where each platform's send API is and how to authenticate (one connection pool per platform).
+
+    The credentials default to ``dev-token``, which the platform simulator accepts. In production a credential given
+    as a placeholder stops the worker; one left unset is allowed (a deployment rarely uses every platform): the
+    worker names those platforms at start, and a send to one of them fails at the platform (401) and is
+    dead-lettered. At least one must be set, or the worker could send nowhere.
+    """
+
+    unset_allowed_in_production: ClassVar[frozenset[str]] = frozenset(
+        {
+            "whatsapp_access_token",
+            "generic_token",
+            "messenger_page_access_token",
+            "instagram_access_token",
+            "twilio_auth_token",
+            "telegram_bot_token",
+        }
+    )
 
     whatsapp_base_url: str = Field(
         "https://graph.facebook.com", description="WhatsApp Cloud API base URL (the simulator's URL locally)."
@@ -80,6 +97,20 @@ class PlatformSettings(KafkaSettings):
     telegram_bot_token: SecretStr = Field(
         SecretStr("dev-token"), description="Telegram bot token (the path's /bot{token}/)."
     )
+
+    def platforms_without_credentials(self) -> list[str]:
+        """In production, the variables of the platform credentials left unset (the worker lists them at start);
+        elsewhere none (the development default is the simulator's credential)."""
+        if self.environment != "production":
+            return []
+        return sorted(f"INTURN_{name.upper()}" for name in self.unset_allowed_in_production - self.model_fields_set)
+
+    @model_validator(mode="after")
+    def _some_platform_credential_in_production(self) -> PlatformSettings:
+        if self.environment == "production" and not self.unset_allowed_in_production & self.model_fields_set:
+            names = ", ".join(sorted(f"INTURN_{name.upper()}" for name in self.unset_allowed_in_production))
+            raise ValueError(f"no platform credential is set ({names}): in production the worker could send nowhere")
+        return self
 
 
 class WorkerSettings(PlatformSettings, PostgresSettings):
@@ -172,8 +203,18 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_ack_lookback_ms: int = Field(
         60_000, ge=0, description="Read acks partitions from this far before an assignment (acks that raced it)."
     )
-    worker_http_host: str = Field("0.0.0.0", description="Bind address of /metrics, /healthz, /readyz.")  # noqa: S104
-    worker_http_port: int = Field(8081, ge=0, le=65535, description="Port of /metrics, /healthz, /readyz.")
+    worker_http_host: str = Field(
+        "0.0.0.0",  # noqa: S104 - the probes and Prometheus reach the pod from outside
+        description="Bind address of the internal HTTP server (/metrics, /healthz, /readyz, /rooms/{room_id}).",
+    )
+    worker_http_port: int = Field(
+        8081, ge=0, le=65535, description="Port of the internal HTTP server; never routed by an Ingress."
+    )
+    worker_room_api_token: SecretStr | None = Field(
+        None,
+        description="Bearer token /rooms/{room_id} requires (401 without it); unset: the room API is off (404). "
+        "`inturn rooms show` sends this variable's value.",
+    )
 
     def rate_limit(self, platform: str) -> tuple[float, int]:
         """Sends per second per account of ``platform``, and its token bucket's size."""

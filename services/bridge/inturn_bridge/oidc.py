@@ -4,8 +4,9 @@ Configured by ``INTURN_BRIDGE_OIDC_AUDIENCE`` (plus issuers, service-account ema
 The signature, expiry and audience are checked by ``google.oauth2.id_token.verify_token`` against
 Google's signing certificates, which are fetched once and kept for ``CERTS_TTL_S`` (they rotate
 daily, and fetching them per request would put Google's endpoint on every message's path).
-Answers: no or malformed header, bad signature, expired, wrong audience -> 401; a valid token
-from another issuer or service account -> 403; certificates unreachable -> 503 (Pub/Sub retries).
+Answers: no or malformed header, bad signature, expired, wrong audience, and a well-signed token of
+another issuer or service account -> 401 (one answer for every token that does not prove the sender,
+so a caller learns nothing about which check failed); certificates unreachable -> 503 (Pub/Sub retries).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ CERTS_TTL_S = 300.0
 
 
 class TokenRejected(InturnError):
-    """The push request may not be processed; ``status`` is the HTTP answer (401, 403 or 503)."""
+    """The push request may not be processed; ``status`` is the HTTP answer (401 or 503)."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
@@ -88,9 +89,9 @@ class PushAuth:
         # verify_token fetches certificates with a blocking HTTP client (only when the cache is cold).
         claims = await asyncio.to_thread(self._verify_sync, token.strip())
         if claims.get("iss") not in self._issuers:
-            raise TokenRejected(403, f"token issuer {claims.get('iss')!r} is not accepted")
-        if self._email is not None and (claims.get("email") != self._email or not claims.get("email_verified")):
-            raise TokenRejected(403, f"token email {claims.get('email')!r} is not {self._email!r}")
+            raise TokenRejected(401, f"token issuer {claims.get('iss')!r} is not accepted")
+        if self._email is not None and (claims.get("email") != self._email or claims.get("email_verified") is not True):
+            raise TokenRejected(401, f"token email {claims.get('email')!r} is not {self._email!r}, or not verified")
         return claims
 
     def _verify_sync(self, token: str) -> Mapping[str, Any]:

@@ -7,7 +7,7 @@ Pub/Sub acks a pushed message on 102, 200, 201, 202 or 204 and retries on anythi
 - 202 ``{"status": "dead_lettered", "reason": ...}``: poison, now on ``inturn.dlq`` (acked, so it
   does not loop; 202 tells a human reading logs that it was accepted but not delivered);
 - 400: not a Pub/Sub push envelope (nothing written; Pub/Sub never sends these);
-- 401/403: OIDC verification configured and the token missing/invalid (401) or not allowed (403);
+- 401: OIDC verification configured and the token missing, invalid, or of another issuer or account;
 - 413: a body larger than any Pub/Sub message can be;
 - 503 ``{"status": "not_written", "reason": ...}``: Kafka did not confirm (or the room is waiting
   for an earlier message, or the bridge is draining); Pub/Sub delivers it again.

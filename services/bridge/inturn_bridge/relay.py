@@ -35,6 +35,7 @@ from enum import StrEnum
 
 import structlog
 
+from inturn.dead_letters import dead_letter
 from inturn.errors import InturnError, KafkaClientError
 from inturn.metrics import bridge as metrics
 from inturn.schemas import DeadLetter, Message
@@ -240,7 +241,7 @@ def _dead_letter(record: PubsubRecord, poison: Poison, max_bytes: int) -> DeadLe
         # dead-letter, be nacked and loop forever. Keep its head and say so.
         raw = raw[:max_bytes]
         reason += f" (dead letter keeps the first {max_bytes} bytes)"
-    return DeadLetter.of("bridge", reason, raw, room_id=poison.room_id, message_id=record.message_id)
+    return dead_letter("bridge", reason, raw, room_id=poison.room_id, message_id=record.message_id)
 
 
 def _settled(result: Settled) -> Future[Settled]:

@@ -1,8 +1,14 @@
-"""The bridge process: Kafka producer, relay, pull or push, and the HTTP server with the probes.
+"""The bridge process: Kafka producer, relay, pull or push, and two HTTP servers.
+
+The internal server (``bridge_internal_port``, both modes) serves ``/metrics``, ``/healthz`` and ``/readyz``;
+the push server (``bridge_http_port``, push mode only) serves ``POST /push`` and nothing else, so an Ingress
+routing the push port exposes only what Pub/Sub needs. What a push request must prove is decided by the
+settings (``BridgeSettings.push_checks``) and said once at start: a warning when it is less than an OIDC token
+of the audience and service account.
 
 Lifecycle: ``start`` (topics checked, producer up, pulling or serving push), then ``stop`` on
 SIGTERM/SIGINT: stop taking messages, wait up to ``bridge_shutdown_timeout_s`` for outstanding
-Kafka confirmations (each acks or nacks its Pub/Sub message), close the stream, the HTTP server
+Kafka confirmations (each acks or nacks its Pub/Sub message), close the stream, the HTTP servers
 and the producer. ``/healthz`` is 200 while the process can work (503 once the stream failed);
 ``/readyz`` is 200 while it takes messages.
 """
@@ -38,13 +44,19 @@ class BridgeService:
         self._producer: MessageProducer | None = None
         self._relay: Relay | None = None
         self._puller: PullBridge | None = None
-        self._runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []
         self._port = 0
+        self._internal_port = 0
 
     @property
     def port(self) -> int:
-        """The HTTP server's port (useful when configured as 0)."""
+        """The push endpoint's port (useful when configured as 0); 0 in pull mode, which has none."""
         return self._port
+
+    @property
+    def internal_port(self) -> int:
+        """The port of ``/metrics``, ``/healthz`` and ``/readyz``."""
+        return self._internal_port
 
     @property
     def relay(self) -> Relay:
@@ -59,18 +71,31 @@ class BridgeService:
         await asyncio.to_thread(_check_topics, settings)
         self._producer = MessageProducer(settings, **{"message.timeout.ms": settings.bridge_kafka_delivery_timeout_ms})
         self._relay = Relay(settings, self._producer)
-        app = web.Application(client_max_size=MAX_ENVELOPE_BYTES)
-        probes.add_probes(app, alive=self._alive, ready=self._ready)
+        internal = web.Application()
+        probes.add_probes(internal, alive=self._alive, ready=self._ready)
+        runner, self._internal_port = await probes.serve(
+            internal, settings.bridge_http_host, settings.bridge_internal_port
+        )
+        self._runners.append(runner)
         if settings.bridge_mode == "push":
-            auth = PushAuth(settings) if settings.bridge_oidc_audience else None
-            app.router.add_post(settings.bridge_push_path, PushEndpoint(self._relay, auth, self._draining).handle)
+            _say_what_push_checks(settings)
+            auth = PushAuth(settings) if settings.push_checks() != "none" else None
+            push = web.Application(client_max_size=MAX_ENVELOPE_BYTES)
+            push.router.add_post(settings.bridge_push_path, PushEndpoint(self._relay, auth, self._draining).handle)
+            runner, self._port = await probes.serve(push, settings.bridge_http_host, settings.bridge_http_port)
+            self._runners.append(runner)
         else:
             self._puller = PullBridge(settings, self._relay)
             await asyncio.to_thread(self._puller.start)
             loop = asyncio.get_running_loop()
             self._puller.add_done_callback(lambda _: loop.call_soon_threadsafe(self._stream_ended))
-        self._runner, self._port = await probes.serve(app, settings.bridge_http_host, settings.bridge_http_port)
-        log.info("bridge.started", mode=settings.bridge_mode, port=self._port, topic=settings.topic_messages)
+        log.info(
+            "bridge.started",
+            mode=settings.bridge_mode,
+            port=self._port or None,
+            internal_port=self._internal_port,
+            topic=settings.topic_messages,
+        )
 
     def _stream_ended(self) -> None:
         if self._puller is not None and (error := self._puller.failure()) is not None:
@@ -99,8 +124,9 @@ class BridgeService:
             settled = await asyncio.to_thread(self._puller.stop, timeout)
         elif self._relay is not None:
             settled = await asyncio.to_thread(self._relay.wait_idle, timeout)
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for runner in self._runners:
+            await runner.cleanup()
+        self._runners.clear()
         if self._producer is not None:
             left = await asyncio.to_thread(self._producer.close, 5.0)
             if left:
@@ -114,6 +140,32 @@ class BridgeService:
     def _ready(self) -> tuple[bool, dict[str, object]]:
         draining = self._draining.is_set()
         return not draining and (self._puller is None or self._puller.running), {"draining": draining}
+
+
+def _say_what_push_checks(settings: BridgeSettings) -> None:
+    """Log, at start, a warning when push requests are taken on less than a token of the audience and account."""
+    checks = settings.push_checks()
+    if checks == "audience":
+        log.warning(
+            "bridge.push_any_service_account",
+            audience=settings.bridge_oidc_audience,
+            hint="set INTURN_BRIDGE_OIDC_EMAIL: a token of any service account minted for this audience passes",
+        )
+    elif checks == "none" and settings.bridge_push_allow_unauthenticated:
+        log.warning(
+            "bridge.push_unauthenticated",
+            opt_out="INTURN_BRIDGE_PUSH_ALLOW_UNAUTHENTICATED",
+            environment=settings.environment,
+            hint="POST /push is taken from anyone who reaches the port: keep it on a private network",
+        )
+    elif checks == "none":
+        log.warning(
+            "bridge.push_unauthenticated",
+            opt_out=None,
+            environment=settings.environment,
+            hint="POST /push is taken from anyone who reaches the port; production refuses this without "
+            "INTURN_BRIDGE_OIDC_AUDIENCE and INTURN_BRIDGE_OIDC_EMAIL",
+        )
 
 
 def _check_topics(settings: BridgeSettings) -> None:

@@ -3,8 +3,9 @@
 ``WebhookApp`` is a FastAPI application that serves the two callback POSTs itself, as plain ASGI
 (``inturn_webhook.callbacks``: signature, body limit, parsing, produce, answer once Kafka confirmed),
 and leaves everything else to FastAPI: the verification handshake, the probes, ``/metrics`` and the
-OpenAPI document, which describes the callback endpoints too. The ``lifespan`` owns the Kafka producer
-and a probe that keeps ``/readyz`` honest.
+OpenAPI document, which describes the callback endpoints too. The probes, metrics and document are served only on
+the internal port (``INTURN_WEBHOOK_INTERNAL_PORT``), the callbacks and the handshake only on the public one. The
+``lifespan`` owns the Kafka producer and a probe that keeps ``/readyz`` honest.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from inturn import __version__, probes
-from inturn.kafka import AsyncProducer, make_producer
+from inturn import __version__, dead_letters, probes
+from inturn.kafka import AsyncProducer, make_admin, make_producer
 from inturn.metrics import CONTENT_TYPE_LATEST, exposition
 from inturn.metrics import webhook as metrics
 from inturn.runtime import tune_gc
@@ -31,7 +32,9 @@ from inturn.schemas import now_ms
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from inturn_webhook import openapi
+from inturn_webhook.admission import admission
 from inturn_webhook.callbacks import Answer, CallbackEndpoint, TwilioEndpoint
+from inturn_webhook.guard import Budget, Guard, HeapKeeper, release_memory_after_bodies
 from inturn_webhook.intake import AckIntake
 from inturn_webhook.platforms import parse_messenger, parse_twilio
 from inturn_webhook.rooms import RoomResolver
@@ -52,6 +55,20 @@ PLATFORM_PATHS = {
 }
 
 
+#: What the internal port serves (INTURN_WEBHOOK_INTERNAL_PORT); the public port serves only the callbacks and
+#: Meta's verification handshake.
+INTERNAL_PATHS = frozenset(
+    {"/metrics", "/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
+#: The GET routes of the public port: Meta's verification handshake.
+HANDSHAKE_PATHS = frozenset({WHATSAPP_PATH, "/webhooks/messenger", "/webhooks/instagram"})
+_NOT_FOUND = b'{"detail":"Not Found"}'
+_NOT_FOUND_START = {
+    "type": "http.response.start",
+    "status": 404,
+    "headers": ((b"content-length", b"%d" % len(_NOT_FOUND)), (b"content-type", b"application/json")),
+}
+
 HEALTHZ_PATH = "/healthz"
 _HEALTHZ_STATUS, _HEALTHZ = probes.health_answer(True, {})
 _HEALTHZ_HEADERS = ((b"content-length", b"%d" % len(_HEALTHZ)), (b"content-type", b"application/json"))
@@ -61,6 +78,10 @@ class WebhookApp(FastAPI):
     """FastAPI, except that the callback POSTs and ``GET /healthz`` are answered here, before FastAPI's middleware
     and routing (``/healthz`` is then the cheapest answer the server gives: the benchmark's bare request).
 
+    The port a request came to (``scope["server"]``) decides what it may reach: ``internal_port`` serves
+    ``INTERNAL_PATHS`` (probes, metrics, the OpenAPI document), any other port only the callbacks and Meta's
+    handshake; everything else is 404 there.
+
     A request reaches ``CallbackEndpoint.serve`` when FastAPI's own routes would have sent it to the
     callback handlers: POST to a path of ``PLATFORM_PATHS``, or to ``/webhooks/generic/{platform}`` with a
     ``platform`` of one path segment (Starlette's ``[^/]+``), paths read as Starlette reads them.
@@ -69,6 +90,8 @@ class WebhookApp(FastAPI):
     whatsapp: CallbackEndpoint
     generic: CallbackEndpoint
     endpoints: dict[str, CallbackEndpoint]  # by platform name: whatsapp, messenger, instagram, twilio
+    internal_port: int
+    guard: Guard  # what the server enforces before the application sees a request (inturn_webhook.guard)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope (request or lifespan)."""
@@ -76,9 +99,17 @@ class WebhookApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         method = scope["method"]
-        if method == "GET" and _route_path(scope) == HEALTHZ_PATH:  # liveness: nothing to route or check
-            await send({"type": "http.response.start", "status": _HEALTHZ_STATUS, "headers": _HEALTHZ_HEADERS})
-            await send({"type": "http.response.body", "body": _HEALTHZ})
+        server = scope.get("server")
+        if server is not None and server[1] == self.internal_port:
+            path = _route_path(scope)
+            if method == "GET" and path == HEALTHZ_PATH:  # liveness: nothing to route or check
+                await send({"type": "http.response.start", "status": _HEALTHZ_STATUS, "headers": _HEALTHZ_HEADERS})
+                await send({"type": "http.response.body", "body": _HEALTHZ})
+                return
+            if path in INTERNAL_PATHS:
+                await super().__call__(scope, receive, send)
+                return
+            await _not_found(send)
             return
         if method == "POST":
             path = _route_path(scope)
@@ -91,7 +122,15 @@ class WebhookApp(FastAPI):
                 if platform and "/" not in platform:
                     await self.generic.serve(scope, receive, send, platform)
                     return
-        await super().__call__(scope, receive, send)
+        elif method in ("GET", "HEAD") and _route_path(scope) in HANDSHAKE_PATHS:
+            await super().__call__(scope, receive, send)
+            return
+        await _not_found(send)
+
+
+async def _not_found(send: Send) -> None:
+    await send(_NOT_FOUND_START)
+    await send({"type": "http.response.body", "body": _NOT_FOUND})
 
 
 def _route_path(scope: Scope) -> str:
@@ -160,6 +199,8 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
             )
         )
         runtime.intake = AckIntake(producer, cfg)
+        # Until the broker said what the dead-letter topic takes, Kafka's default limits hold.
+        limit_asked = asyncio.create_task(_learn_dead_letter_limit(cfg, runtime.intake))
         probe = asyncio.create_task(
             _probe_kafka(producer, cfg.topic_acks, runtime, cfg.webhook_probe_interval_s, cfg.webhook_ready_max_age_s)
         )
@@ -171,9 +212,10 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         try:
             yield
         finally:
-            probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await probe
+            for task in (probe, limit_asked):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             # Requests are all answered by now; what is still unconfirmed was answered 503 and will be retried.
             left = await producer.close(cfg.webhook_kafka_confirm_timeout_ms / 1000)
             runtime.intake.close()
@@ -190,6 +232,25 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
 
+    app.internal_port = cfg.webhook_internal_port
+    app.guard = Guard(
+        max_header_bytes=cfg.webhook_max_header_bytes,
+        max_headers=cfg.webhook_max_headers,
+        header_timeout=cfg.webhook_header_timeout_s,
+        body_timeout=cfg.webhook_body_timeout_s,
+        internal_port=cfg.webhook_internal_port,
+        admit=admission(
+            {
+                path.encode(): (b"x-twilio-signature" if named == "twilio" else META_SIGNATURE.encode())
+                for path, named in PLATFORM_PATHS.items()
+            },
+            GENERIC_PREFIX.encode(),
+            GENERIC_SIGNATURE.encode(),
+            limit,
+        ),
+        budget=Budget(cfg.webhook_body_budget_bytes),
+        heap=HeapKeeper(),
+    )
     app.whatsapp = CallbackEndpoint(
         "whatsapp", META_SIGNATURE, app_secrets, lambda body, _: parse_meta(body, rooms), limit, runtime
     )
@@ -297,6 +358,19 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
     return app
 
 
+async def _learn_dead_letter_limit(cfg: WebhookSettings, intake: AckIntake) -> None:
+    """Set the intake's dead-letter record limit: the producer's message.max.bytes (librdkafka's default) against
+    the dead-letter topic's max.message.bytes as the broker reports it (Kafka's default when it does not answer)."""
+    topic_max = await asyncio.to_thread(dead_letters.topic_max_message_bytes, make_admin(cfg), cfg.topic_dlq)
+    intake.dead_letter_limit = dead_letters.record_limit(topic_max=topic_max or dead_letters.TOPIC_MAX_MESSAGE_BYTES)
+    log.info(
+        "dead_letter_limit",
+        topic=cfg.topic_dlq,
+        topic_max_message_bytes=topic_max,
+        record_limit=intake.dead_letter_limit,
+    )
+
+
 def _document_platform(app: WebhookApp, path: str, platform: str) -> None:
     """A FastAPI route for ``path`` (what the OpenAPI document shows; ``WebhookApp`` answers before routing)."""
     header = "X-Twilio-Signature" if platform == "twilio" else "X-Hub-Signature-256"
@@ -361,6 +435,7 @@ def app_from_env() -> WebhookApp:
     logs.configure(cfg.log_format, cfg.log_level)
     app = create_app(cfg)
     settle_heap()
+    release_memory_after_bodies()  # in each serving process: bodies of 128 KiB or more unmapped when freed
     return app
 
 

@@ -6,10 +6,11 @@ matching, dependency solving and Request/Response objects cost more CPU than a c
 FastAPI keeps the other routes and the OpenAPI document, which still describes these endpoints (its route for
 them answers through the same ``CallbackEndpoint.answer``).
 
-Every callback goes the same way, cheapest refusal first: signature header present and well formed (else 401,
-body not read), body within the limit (else 413), signature right (else 401), body readable (else it is
-dead-lettered whole and answered 200: retrying cannot fix it), then each status is produced and the answer
-waits for Kafka (200, or 503 with ``Retry-After: 1`` so that the platform retries).
+Every callback goes the same way, cheapest refusal first: signature header present and of the route's form (else
+401, body not read; the server refused such a request before it, ``inturn_webhook.guard``), body within the limit
+(else 413), signature right (else 401), body readable (else it is dead-lettered, whole when it fits the topic's
+record limit, and answered 200: retrying cannot fix it), then each status is produced and the answer waits for
+Kafka (200, or 503 with ``Retry-After: 1`` so that the platform retries).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from inturn_webhook.body import BodyTooLargeError, ClientGoneError, read_limited
 from inturn_webhook.confirmations import KafkaNotConfirmedError, Outcome
 from inturn_webhook.intake import AckIntake
 from inturn_webhook.platforms import form_params, public_url, verify_twilio
-from inturn_webhook.signature import Secret, SignatureError, verify
+from inturn_webhook.signature import Secret, SignatureError, signature_form, verify
 from inturn_webhook.statuses import Callback
 
 log = structlog.get_logger("inturn.webhook")
@@ -108,7 +109,7 @@ class CallbackEndpoint:
     ) -> None:
         self.name = name
         self._header = signature_header.lower().encode("latin-1")  # ASGI header names are lower-case bytes
-        self._prefix = b"sha256="  # the well-formed header's start, checked before the body is read
+        self._form = signature_form(self._header)  # the well-formed header, checked before the body is read
         self._secrets = [Secret(secret) for secret in secrets]
         self._parse = parse
         self._limit = limit
@@ -140,7 +141,7 @@ class CallbackEndpoint:
                     signature = value
             elif name == _CONTENT_LENGTH and declared is None:
                 declared = value
-        if signature is None or not signature.startswith(self._prefix):  # refused before reading the body
+        if signature is None or self._form.fullmatch(signature.strip()) is None:  # refused before reading the body
             return self._refuse_signature(platform, "missing or malformed signature header")
         try:
             if declared is not None and declared.isdigit() and int(declared) <= self._limit:
@@ -206,7 +207,6 @@ class TwilioEndpoint(CallbackEndpoint):
         self, auth_tokens: Sequence[bytes], parse: Parser, limit: int, started: Started, public_base_url: str | None
     ) -> None:
         super().__init__("twilio", "x-twilio-signature", [], parse, limit, started)
-        self._prefix = b""  # Base64: no prefix to check before the body
         self._tokens = list(auth_tokens)
         self._public_base_url = public_base_url
 

@@ -19,7 +19,7 @@ import orjson
 import structlog
 from confluent_kafka import KafkaError, Message
 
-from inturn import schemas
+from inturn import dead_letters, schemas
 from inturn.errors import KafkaClientError
 from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.metrics import webhook as metrics
@@ -109,6 +109,9 @@ class AckIntake:
         self._deadlines = Deadlines(self._loop)
         self.replays = ReplayWindow(settings.webhook_replay_window)
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
+        #: The largest dead-letter record the topic takes (``inturn.dead_letters.record_limit``; the lifespan sets it
+        #: from the topic's max.message.bytes once the broker answered).
+        self.dead_letter_limit = dead_letters.RECORD_LIMIT
         #: How many partitions the acks topic has (from the readiness probe's metadata; None until it answered).
         self.acks_partitions: int | None = None
         # Metric children by label values, looked up here rather than through ``labels`` (a lock and a lookup
@@ -143,8 +146,12 @@ class AckIntake:
     def _dead_letter(self, platform: str, kind: str, reason: str, raw: bytes, delivered: Delivered) -> None:
         # ``kind`` is the metric label (a fixed set); ``reason`` may quote the input and goes only in the record.
         self._dead_letters[kind].inc()
-        record = schemas.DeadLetter.of("webhook", reason, raw, topic=self._acks_topic)
-        log.warning("dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw))
+        # Whole when it fits the topic's record limit, else bounded (size, SHA-256, first bytes): a body too large to
+        # keep whole must not be refused (503) on every retry of the platform.
+        record = dead_letters.dead_letter("webhook", reason, raw, limit=self.dead_letter_limit, topic=self._acks_topic)
+        log.warning(
+            "dead_lettered", platform=platform, kind=kind, reason=reason, size=len(raw), truncated=record.truncated
+        )
         self._produce(self._dlq_topic, schemas.encode(record), delivered, None)
 
     def dead_letter(self, platform: str, reason: str, raw: bytes) -> Confirmation:

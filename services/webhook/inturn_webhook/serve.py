@@ -1,4 +1,5 @@
-"""Running the webhook: check the topic layout, then serve with uvicorn (uvloop, httptools) until SIGTERM.
+"""Running the webhook: check the topic layout, then serve with uvicorn (uvloop, httptools) until SIGTERM, the
+callbacks on ``INTURN_WEBHOOK_PORT``, probes, metrics and the OpenAPI document on ``INTURN_WEBHOOK_INTERNAL_PORT``.
 
 uvicorn handles SIGTERM by finishing the requests in flight, then runs the ``lifespan`` shutdown,
 which closes the Kafka producer. Each worker process builds the application from the environment
@@ -7,13 +8,16 @@ which closes the Kafka producer. Each worker process builds the application from
 
 from __future__ import annotations
 
+import socket
+
 import structlog
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from inturn import logs, topics
-from inturn.compiled import require_fresh
 from inturn.kafka import make_admin
 from inturn.settings.webhook import WebhookSettings
+from inturn_webhook.guard import GuardedProtocol
 
 log = structlog.get_logger("inturn.webhook")
 
@@ -26,22 +30,24 @@ def check_topics(settings: WebhookSettings) -> topics.TopicLayout:
 def run(settings: WebhookSettings) -> None:
     """Serve the webhook in the foreground until SIGTERM or Ctrl-C."""
     logs.configure(settings.log_format, settings.log_level)
-    hot_path = require_fresh()  # a compiled module older than its source would run code no longer there
     layout = check_topics(settings)
     log.info(
         "topics_checked",
         messages=layout.messages,
         acks=layout.acks,
-        compiled=f"{sum(module.compiled for module in hot_path)}/{len(hot_path)}",  # docs/compiled.md
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         "inturn_webhook.app:app_from_env",
         factory=True,
         host=settings.webhook_host,
         port=settings.webhook_port,
         workers=settings.webhook_workers,
         loop="uvloop",
-        http="httptools",  # llhttp; h11 (pure Python) cost more per request than the rest of a callback
+        # llhttp through httptools (h11, pure Python, cost more per request than the rest of a callback), with the
+        # limits uvicorn lacks: header size, count and read time, body read time, the body budget (guard.py).
+        http=GuardedProtocol,
+        ws="none",  # the webhook speaks no WebSocket
+        timeout_keep_alive=settings.webhook_keepalive_timeout_s,
         lifespan="on",
         log_config=None,  # structlog owns logging (inturn.logs.configure)
         access_log=False,  # one line per callback costs more than the callback; metrics count requests
@@ -50,3 +56,18 @@ def run(settings: WebhookSettings) -> None:
         proxy_headers=False,
         timeout_graceful_shutdown=30,
     )
+    # Both ports in every worker process: the application tells them apart by the port a request came to.
+    sockets = [config.bind_socket(), _bind(settings.webhook_host, settings.webhook_internal_port)]
+    if config.workers > 1:
+        Multiprocess(config, sockets=sockets).run()
+    else:
+        uvicorn.Server(config).run(sockets=sockets)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket as uvicorn binds its own (``Config.bind_socket``)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock

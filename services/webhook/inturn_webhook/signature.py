@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Sequence
 
 from inturn.errors import InturnError
@@ -17,6 +18,18 @@ _DIGEST_SIZE = 32  # SHA-256
 _BLOCK_SIZE = 64  # SHA-256's block: HMAC pads the key to it (RFC 2104)
 _INNER_PAD = bytes(x ^ 0x36 for x in range(256))
 _OUTER_PAD = bytes(x ^ 0x5C for x in range(256))
+
+
+#: The form of a ``sha256=`` signature header (Meta's ``X-Hub-Signature-256``, inturn's ``X-Inturn-Signature-256``).
+META_FORM = re.compile(rb"sha256=[0-9a-fA-F]{64}")
+#: The form of ``X-Twilio-Signature``: Base64 of HMAC-SHA1's 20 bytes.
+TWILIO_FORM = re.compile(rb"[A-Za-z0-9+/]{27}=")
+
+
+def signature_form(header: bytes) -> re.Pattern[bytes]:
+    """The form a signature header of that (lower-case) name has: a request without it is refused before its body
+    is read (``x-twilio-signature``: Twilio's; any other: ``sha256=`` and 64 hex digits)."""
+    return TWILIO_FORM if header == b"x-twilio-signature" else META_FORM
 
 
 class SignatureError(InturnError):

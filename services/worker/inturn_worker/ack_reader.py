@@ -12,10 +12,11 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
-from mypy_extensions import mypyc_attr
+from structlog.contextvars import bind_contextvars, clear_contextvars
 
 from inturn.errors import SchemaError
 from inturn.kafka import make_consumer
@@ -36,6 +37,23 @@ from inturn_worker.partition import Partition
 
 log = structlog.get_logger("inturn.worker.acks")
 
+
+class AckRecord(Protocol):
+    """What the reader reads of a consumed acks record (a confluent-kafka ``Message``, or a test's stand-in)."""
+
+    def topic(self) -> str | None: ...
+
+    def partition(self) -> int | None: ...
+
+    def offset(self) -> int | None: ...
+
+    def key(self) -> bytes | None: ...
+
+    def value(self) -> bytes | None: ...
+
+    def headers(self) -> list[tuple[str, str | bytes | None]] | dict[str, str | bytes | None] | None: ...
+
+
 #: Positioning attempts failed in a row after which the reader replaces its Kafka client (about a second apart).
 REBUILD_AFTER = 3
 #: Acks taken per consume, and how long the reader rests when a consume found fewer: while messages wait for acks
@@ -46,7 +64,6 @@ POLL_S = 0.005
 IDLE_POLL_S = 0.02
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (docs/compiled.md); a test subclasses it
 class AckReader:
     """Consumes the acks partitions mirroring the messages assignment and routes each ack."""
 
@@ -78,8 +95,7 @@ class AckReader:
         )
 
     def assign(self, parts: list[Partition], since_ms: int) -> None:
-        """Start reading these partitions' acks from ``since_ms``; each part is marked ready once the reader
-        has read up to where its acks partition ended at the assignment (applied on the reader's thread)."""
+        """Read these partitions' acks from ``since_ms``; each is ready once read up to its end at the assignment."""
         self._router.forget_partitions({p.partition for p in parts})
         self._changes.append(("assign", parts, since_ms))
 
@@ -88,8 +104,7 @@ class AckReader:
         self._changes.append(("unassign", parts, 0))
 
     def _apply_changes(self) -> None:
-        """Apply queued (un)assignments in order; a Kafka error leaves the change queued and retried a second
-        later (a broker restarting answers NOT_LEADER and the like), never ending the worker."""
+        """Apply queued (un)assignments in order; a Kafka error leaves the change queued, retried a second later."""
         if time.monotonic() < self._retry_at:
             return
         while self._changes:
@@ -195,8 +210,7 @@ class AckReader:
         return self._take()
 
     def _take(self) -> tuple[list[Message], list[Partition]]:
-        """The acks that have arrived, without waiting (librdkafka's fetcher thread has them in memory), and the
-        parts that have now caught up (``position`` is local too)."""
+        """The acks that have arrived, without waiting (in librdkafka's memory), and the parts now caught up."""
         return self._consumer.consume(num_messages=BATCH, timeout=0), self._caught_up()
 
     async def run(self) -> None:
@@ -214,8 +228,9 @@ class AckReader:
             batch, ready = self._take()
             for record in batch:
                 self._handle(record)
+            clear_contextvars()  # the last ack's context is not what the reader logs next
             for part in ready:
-                part.mark_acks_ready()  # after the batch above was routed
+                part.acks_caught_up()  # after the batch above was routed
             # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
             # while none does (each wake-up of an idle process costs CPU time; an ack no send waits for can wait).
             await asyncio.sleep(0 if len(batch) == BATCH else POLL_S if self._router.waiting else IDLE_POLL_S)
@@ -230,12 +245,15 @@ class AckReader:
         if partition in self._next:
             self._next[partition] = (record.offset() or 0) + 1
 
-    def _route(self, record: Message) -> None:
+    def _route(self, record: AckRecord) -> None:
         if self._settled(record):
             return
+        # What is logged about this ack carries where it was read and, once decoded, its room and message.
+        bind_contextvars(partition=record.partition(), ack_offset=record.offset(), room_id=None, message_id=None)
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
+            log.warning("ack_undecodable", reason=exc.reason)
             letter = DeadLetter.of(
                 "worker",
                 f"undecodable ack: {exc.reason}",
@@ -246,6 +264,7 @@ class AckReader:
             )
             self._events.dead_letter(letter, None)
             return
+        bind_contextvars(room_id=ack.room_id, message_id=ack.message_id)
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
             m.for_platform(ack.platform).late_acks.inc()
@@ -263,7 +282,7 @@ class AckReader:
         elif routed is Routed.DUPLICATE:
             m.for_platform(ack.platform).duplicate_acks.inc()
 
-    def _settled(self, record: Message) -> bool:
+    def _settled(self, record: AckRecord) -> bool:
         """Whether the record's headers (set by the webhook) show a status that can no longer change its message's
         outcome: then it is counted as a duplicate without being decoded. Records without them are decoded."""
         headers = record.headers()

@@ -19,7 +19,6 @@ import structlog
 from aiohttp import web
 
 from inturn import topics
-from inturn.compiled import require_fresh
 from inturn.db import migrate
 from inturn.db.pool import create_pool
 from inturn.db.store import Store
@@ -31,11 +30,13 @@ from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.checkpoint import Checkpoint
+from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.health import describe, start_health_server
-from inturn_worker.intake import Intake
-from inturn_worker.partition import Partition
-from inturn_worker.room import Rooms
+from inturn_worker.intake import Batches, Intake
+from inturn_worker.partition import Partitions, lease_seconds
+from inturn_worker.rebalance import Rebalances
+from inturn_worker.room import Delivery, Rooms
 
 log = structlog.get_logger("inturn.worker")
 
@@ -71,7 +72,6 @@ class Worker:
     async def run(self) -> None:
         """Run until ``stop`` (or a signal), then drain and close everything."""
         settings = self.settings
-        hot_path = require_fresh()  # a compiled module older than its source would run code no longer there
         layout = topics.check(make_admin(settings), settings)
         pool = await create_pool(settings)
         async with pool.acquire() as conn:
@@ -87,22 +87,29 @@ class Worker:
             name: cls(settings, settings.worker_pool_size, send_timeout) for name, cls in ADAPTERS.items()
         }
         router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
-        parts: dict[int, Partition] = {}  # filled and emptied by the intake's rebalances
-        rooms = Rooms(settings, adapters, events, router, store, parts)
+        lease_s = lease_seconds(settings.worker_session_timeout_ms)
+        parts = Partitions(lease_s, settings.worker_dedup_window, layout.messages)  # filled by the rebalances
+        letters = DeadLetters(settings, events, store)
+        rooms = Rooms(settings, parts, Delivery(settings, adapters, events, router, letters))
         acks = AckReader(settings, router, events)
         checkpoint = Checkpoint(settings, parts, rooms, events, store)
-        intake = Intake(settings, parts, rooms, events, store, acks, checkpoint, layout.messages)
+        rebalances = Rebalances(settings, parts, rooms, acks, checkpoint)
+        intake = Intake(settings, parts, Batches(settings, parts, rooms, letters, store), rebalances, checkpoint)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
-            settings.worker_http_host, settings.worker_http_port, self._ready, functools.partial(describe, parts)
+            settings.worker_http_host,
+            settings.worker_http_port,
+            self._ready,
+            functools.partial(describe, parts),
+            settings.worker_room_api_token,
         )
         log.info(
             "worker_started",
             worker_id=settings.worker_id,
             mode=str(settings.worker_mode),
-            compiled=f"{sum(module.compiled for module in hot_path)}/{len(hot_path)}",  # docs/compiled.md
             group=settings.worker_group_id,
             http_port=self.http_port,
+            platforms_without_credentials=settings.platforms_without_credentials() or None,
         )
         if self._own_process:
             tune_gc(settings.worker_gc_young_threshold)  # everything built so far lives as long as the process
@@ -114,8 +121,8 @@ class Worker:
         try:
             done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                if task is not stop_wait and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if task is not stop_wait and (failure := task.exception()) is not None:
+                    raise failure
         finally:
             self.draining = True
             m.DRAINING.set(1)
@@ -143,7 +150,7 @@ def main(settings: WorkerSettings) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        uvloop = None  # type: ignore[assignment]
+        uvloop = None  # type: ignore[assignment]  # the module or None: asyncio's loop then
 
     async def run() -> None:
         worker = Worker(settings, own_process=True)

@@ -8,12 +8,14 @@ then waits until an operator releases it (deletes its blocked_rooms row).
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 import structlog
 
-from inturn.db.store import Store, retrying
+from inturn.db.store import retrying
+from inturn.dead_letters import fitting
 from inturn.metrics import worker as m
-from inturn.schemas import DeadLetter
+from inturn.schemas import DeadLetter, EventType
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
@@ -21,10 +23,20 @@ from inturn_worker.partition import Entry, Partition, PartitionGone, Room
 log = structlog.get_logger("inturn.worker.room")
 
 
+class LetterStore(Protocol):
+    """What dead letters and blocked rooms need of PostgreSQL."""
+
+    async def dead_letter(self, letter: DeadLetter) -> None: ...
+
+    async def block(self, room_id: str, reason: str) -> None: ...
+
+    async def is_blocked(self, room_id: str) -> bool: ...
+
+
 class DeadLetters:
     """Keeps dead letters and, under policy 'block', holds their rooms until an operator releases them."""
 
-    def __init__(self, settings: WorkerSettings, events: EventLog, store: Store) -> None:
+    def __init__(self, settings: WorkerSettings, events: EventLog, store: LetterStore) -> None:
         self._topic = settings.topic_messages
         self._events = events
         self._store = store
@@ -42,17 +54,38 @@ class DeadLetters:
             partition=entry.part.partition,
             offset=entry.offset,
         )
-        self._events.dead_letter(letter, room.room_id)
+        # On the topic whole when it fits its record limit, else bounded (inturn.dead_letters); PostgreSQL keeps
+        # it whole.
+        self._events.dead_letter(fitting(letter, entry.raw), room.room_id)
         await retrying(lambda: self._store.dead_letter(letter), "dead_letter", lambda: entry.part.fenced)
         m.DEAD_LETTERS.labels(entry.platform, reason_kind(reason)).inc()
-        log.warning(
-            "dead_lettered",
-            reason=reason,
-            room_id=room.room_id,
-            message_id=entry.message_id,
-            partition=entry.part.partition,
-            offset=entry.offset,
+        log.warning("dead_lettered", reason=reason)  # the message's room, id, partition, offset: bound by Delivery
+
+    async def undecodable(self, part: Partition, offset: int, raw: bytes, key: bytes | str | None, reason: str) -> None:
+        """A consumed record that is no message: dead letter with the reason, terminal, and the intake goes on."""
+        room = key.decode(errors="replace") if isinstance(key, bytes) else key
+        letter = DeadLetter.of(
+            "worker",
+            f"undecodable message: {reason}",
+            raw,
+            room_id=room,
+            topic=self._topic,
+            partition=part.partition,
+            offset=offset,
         )
+        self._events.dead_letter(letter, room)
+        await retrying(lambda: self._store.dead_letter(letter), "dead_letter")
+        m.DEAD_LETTERS.labels("unknown", "undecodable").inc()
+        self._events.emit(
+            EventType.DEAD_LETTERED,
+            room or "?",
+            f"offset-{offset}",
+            "unknown",
+            part.partition,
+            offset,
+            detail=letter.reason,
+        )
+        part.skipped(offset)
 
     async def block(self, room: Room, reason: str) -> None:
         """Policy 'block': the room sends nothing more until an operator releases it."""

@@ -21,7 +21,6 @@ from typing import Any
 import orjson
 import structlog
 from confluent_kafka import KafkaError, Message, Producer
-from mypy_extensions import mypyc_attr
 
 from inturn.kafka import partition_for
 from inturn.schemas import SCHEMA_VERSION, DeadLetter, EventType, OrderingMode, encode, now_ms
@@ -33,7 +32,6 @@ log = structlog.get_logger("inturn.worker.events")
 FLUSH_S = 0.005
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # compiled by mypyc (docs/compiled.md); tests subclass it
 class EventLog:
     """Produces events and dead letters and knows which of them Kafka confirmed."""
 

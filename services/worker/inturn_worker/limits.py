@@ -12,6 +12,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
@@ -44,26 +45,41 @@ class TokenBucket:
         return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
 
 
+@dataclass(frozen=True, slots=True)
+class BreakerPolicy:
+    """When a circuit breaker opens (``failure_ratio`` of at least ``min_calls`` calls over ``window_s``), how long
+    it stays open, and how many probe calls it lets through half-open."""
+
+    failure_ratio: float
+    min_calls: int
+    window_s: float
+    open_s: float
+    probes: int
+
+    @classmethod
+    def of(cls, settings: WorkerSettings) -> BreakerPolicy:
+        """The policy the settings give (``INTURN_WORKER_BREAKER_*``)."""
+        return cls(
+            settings.worker_breaker_failure_ratio,
+            settings.worker_breaker_min_calls,
+            settings.worker_breaker_window_s,
+            settings.worker_breaker_open_s,
+            settings.worker_breaker_probes,
+        )
+
+
 class CircuitBreaker:
     """Closed → open when the failure ratio over a sliding window passes a threshold; open → half-open
     after a pause; half-open lets ``probes`` calls through, closing on their success, reopening on a failure.
     """
 
-    def __init__(
-        self,
-        failure_ratio: float,
-        min_calls: int,
-        window_s: float,
-        open_s: float,
-        probes: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, policy: BreakerPolicy, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._ratio = failure_ratio
-        self._min_calls = min_calls
-        self._window = window_s
-        self._open_s = open_s
-        self._probes = probes
+        self._ratio = policy.failure_ratio
+        self._min_calls = policy.min_calls
+        self._window = policy.window_s
+        self._open_s = policy.open_s
+        self._probes = policy.probes
         self._calls: deque[tuple[float, bool]] = deque()
         self._failures = 0
         self._opened_at: float | None = None
@@ -153,6 +169,7 @@ class Sends:
         self._events = events
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        self._breaker_policy = BreakerPolicy.of(settings)
         self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
 
     async def send(self, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> tuple[SendResult, int, int]:
@@ -167,13 +184,7 @@ class Sends:
             bucket = self._buckets[key] = TokenBucket(*settings.rate_limit(platform))
         breaker = self._breakers.get(key)
         if breaker is None:
-            breaker = self._breakers[key] = CircuitBreaker(
-                settings.worker_breaker_failure_ratio,
-                settings.worker_breaker_min_calls,
-                settings.worker_breaker_window_s,
-                settings.worker_breaker_open_s,
-                settings.worker_breaker_probes,
-            )
+            breaker = self._breakers[key] = CircuitBreaker(self._breaker_policy)
         send_latency = m.for_platform(platform).send_latency
         started = time.monotonic()
         attempt = 0

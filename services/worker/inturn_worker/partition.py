@@ -1,10 +1,12 @@
 """One messages partition this worker owns, and everything it knows about it, in one object.
 
 A ``Partition`` holds the partition's rooms (their queues), its offsets, its rooms' cursors and
-the cursor changes not yet in PostgreSQL, its epoch and lease. Only the event loop writes it, and
-only through the methods below: the intake (consumed offsets, assignment, pauses, commits), the
-room loops (a message's outcome), the acks reader (caught up) and, with what a checkpoint round
-returned, the intake again (epoch, durable, fenced). The checkpoint itself only reads partitions.
+the cursor changes not yet in PostgreSQL, its epoch, lease, pause and last commit. It is the one
+writer of that state: every attribute is private, and every change is a method named for what
+happened (``consumed``, ``cursor_loaded``, ``finished``, ``acks_caught_up``, ``claimed``,
+``durable``, ``committing``, ``commit_failed``, ``revoke``, ``fence``). Only the event loop calls
+them; the consumer thread never touches a partition. The decisions that follow from that state are
+made here too: whether a room must wait for durability, when to pause, what offset to commit.
 
 A partition may send only while it is owned (not revoked, lost or fenced), its lease is fresh, and
 the acks reader has caught up with its acks partition:
@@ -19,17 +21,15 @@ the acks reader has caught up with its acks partition:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-
-import structlog
 
 from inturn.db.store import CursorUpdate
 from inturn.errors import PermanentPlatformError
-from inturn.kafka import partition_for
 from inturn.platforms import PreparedSend
 from inturn.schemas import EventType, Message, decode
 
@@ -164,13 +164,12 @@ class PartitionOffsets:
     yet (or one past the highest consumed when all are terminal) — docs/architecture.md, invariant 2.
     """
 
-    __slots__ = ("_done", "_next", "_pending", "committed")
+    __slots__ = ("_done", "_next", "_pending")
 
     def __init__(self) -> None:
         self._pending: deque[int] = deque()
         self._done: set[int] = set()
         self._next: int | None = None  # one past the highest offset consumed
-        self.committed: int | None = None  # the last offset committed to Kafka
 
     def consumed(self, offset: int) -> None:
         """Record a newly consumed offset (offsets of one partition arrive in increasing order)."""
@@ -205,8 +204,6 @@ class PartitionOffsets:
         return 0 if first is None or self._next is None else self._next - first
 
 
-log = structlog.get_logger("inturn.worker.partition")
-
 #: Terminal outcomes after which no ack will confirm the message: a new owner of the partition would send it again,
 #: so the room's next message waits until its cursor is durable.
 NO_ACK_LEFT = frozenset({EventType.ACK_TIMEOUT, EventType.DEAD_LETTERED})
@@ -226,8 +223,40 @@ def holds_digest(recent: bytes, digest: bytes) -> bool:
     return at != -1
 
 
+class Lease:
+    """How long a partition may still send without a successful checkpoint round, and the wake-up of the rooms
+    waiting for a renewal (or for a revoke or fence to end their wait)."""
+
+    __slots__ = ("_renewed", "_seconds", "_until")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._until = 0.0
+        self._renewed = asyncio.Event()
+
+    def fresh(self) -> bool:
+        """Whether the lease is fresh right now."""
+        return time.monotonic() < self._until
+
+    def renew(self, since: float) -> None:
+        """Fresh for its length from ``since``; rooms waiting for a renewal wake."""
+        self._until = since + self._seconds
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake whoever waits in ``wait`` (to see a renewal, a revoke or a fence)."""
+        self._renewed.set()
+        self._renewed = asyncio.Event()
+
+    async def wait(self) -> None:
+        """Wait for the next ``wake``, at most the lease's length."""
+        renewed = self._renewed
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(renewed.wait(), self._seconds)
+
+
 class Partition:
-    """One assigned messages partition: its rooms, offsets, cursors, epoch and lease."""
+    """One assigned messages partition: its rooms, offsets, cursors, epoch, lease, pause and commits."""
 
     def __init__(
         self,
@@ -236,119 +265,191 @@ class Partition:
         durability_wanted: asyncio.Event | None = None,
         dedup_window: int = 4,
     ) -> None:
-        self.partition = partition
-        self.rooms: dict[str, Room] = {}  # rooms with buffered messages or a running loop
-        self.offsets = PartitionOffsets()
-        self.cursors: dict[str, int] = {}  # room -> its newest terminal offset (-1: none yet)
+        self._number = partition
+        self._rooms: dict[str, Room] = {}  # rooms with buffered messages or a running loop
+        self._offsets = PartitionOffsets()
+        self._committed: int | None = None  # the last offset decided for a commit to Kafka
+        self._cursors: dict[str, int] = {}  # room -> its newest terminal offset (-1: none yet)
         #: room -> digests of its last ``dedup_window`` sent message ids (``message_digest``), newest last
-        self.recent: dict[str, bytes] = {}
+        self._recent: dict[str, bytes] = {}
         self._recent_bytes = 8 * dedup_window
-        self.updates: dict[str, CursorUpdate] = {}  # cursor changes not yet in PostgreSQL
-        self.misrouted: set[str] = set()  # rooms whose messages are here although murmur2(room) names another
-        self.epoch: int | None = None
-        self.revoked = False
-        self.fenced = False
-        self.paused = False
-        self.acks_ready = False
-        self.lock = asyncio.Lock()  # one message in flight per partition ('partition' mode)
+        self._updates: dict[str, CursorUpdate] = {}  # cursor changes not yet in PostgreSQL
+        self._misrouted: set[str] = set()  # rooms whose messages are here although murmur2(room) names another
+        self._epoch: int | None = None
+        self._revoked = False
+        self._fenced = False
+        self._paused = False
+        self._acks_ready = False
+        self._lock = asyncio.Lock()  # one message in flight per partition ('partition' mode)
         self._durability_wanted = durability_wanted  # the checkpoint's: set, it runs a round at once
-        self._lease_s = lease_s
-        self._lease_until = 0.0
-        self._renewed = asyncio.Event()
+        self._lease = Lease(lease_s)
         self._sequence = 0  # cursor changes recorded so far
         self._durable = 0  # of those, the ones known to be in PostgreSQL
 
     @property
+    def partition(self) -> int:
+        """The partition's number."""
+        return self._number
+
+    @property
     def gone(self) -> bool:
         """Revoked, lost or fenced: nothing more may be sent for it."""
-        return self.revoked or self.fenced
+        return self._revoked or self._fenced
+
+    @property
+    def fenced(self) -> bool:
+        """A newer owner claimed it (or the group said it was lost): nothing more is recorded for it."""
+        return self._fenced
+
+    @property
+    def epoch(self) -> int | None:
+        """The epoch this worker claimed it under (None until the first checkpoint round claims it)."""
+        return self._epoch
+
+    @property
+    def paused(self) -> bool:
+        """Whether backpressure paused its consumption."""
+        return self._paused
+
+    @property
+    def acks_ready(self) -> bool:
+        """Whether the acks reader has read its acks up to the assignment."""
+        return self._acks_ready
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """One message in flight per partition ('partition' mode)."""
+        return self._lock
+
+    @property
+    def rooms(self) -> Mapping[str, Room]:
+        """Its rooms with buffered messages or a running loop (read only: ``room_for`` and ``retire`` change it)."""
+        return self._rooms
+
+    @property
+    def buffered(self) -> int:
+        """Consumed offsets not yet terminal (the partition's buffered messages)."""
+        return self._offsets.in_flight
+
+    @property
+    def has_misrouted(self) -> bool:
+        """Whether some room of it was produced with another partitioner (``misroute``)."""
+        return bool(self._misrouted)
+
+    def is_misrouted(self, room_id: str) -> bool:
+        """Whether ``room_id`` was produced here with another partitioner."""
+        return room_id in self._misrouted
 
     def owned(self) -> bool:
         """Not gone: a send waiting for a connection may still be written (the transport's gate)."""
-        return not (self.revoked or self.fenced)
+        return not (self._revoked or self._fenced)
 
-    # --- a message's outcome (room loops, intake) ------------------------------------------------------
+    def cursor(self, room_id: str) -> int | None:
+        """The room's newest terminal offset (-1: none yet; None: not loaded)."""
+        return self._cursors.get(room_id)
+
+    def committable(self) -> int | None:
+        """The offset a commit may reach now (Kafka's "next to read"), or None before anything was consumed."""
+        return self._offsets.committable()
+
+    def lag(self) -> int:
+        """Consumed offsets the commit cannot pass yet."""
+        return self._offsets.lag()
+
+    def consumed(self, offset: int) -> None:
+        """A record at ``offset`` was taken from the consumer."""
+        self._offsets.consumed(offset)
+
+    def cursor_loaded(self, room_id: str, offset: int, recent: bytes | None) -> None:
+        """The room's cursor (and recent sent ids) as PostgreSQL had them, for a room first seen since the
+        assignment."""
+        self._cursors[room_id] = offset
+        if recent:
+            self._recent[room_id] = recent
+
+    def misrouted(self, room_id: str) -> bool:
+        """Note that ``room_id`` was produced here by another partitioner than murmur2; whether that is news."""
+        news = room_id not in self._misrouted
+        self._misrouted.add(room_id)
+        return news
+
+    def backpressure(self, high: int, low: int) -> bool | None:
+        """Pause at ``high`` buffered messages, resume at ``low``: True pauses now, False resumes now, None neither."""
+        buffered = self._offsets.in_flight
+        if not self._paused and buffered >= high:
+            self._paused = True
+            return True
+        if self._paused and buffered <= low:
+            self._paused = False
+            return False
+        return None
+
+    def room_for(self, room_id: str) -> Room:
+        """The room ``room_id`` of this partition, created when it has none."""
+        room = self._rooms.get(room_id)
+        if room is None:
+            room = self._rooms[room_id] = Room(room_id, self)
+        return room
+
+    def retire(self, room: Room) -> None:
+        """The room's loop ended with nothing buffered: forget the room (a newer one of that id stays)."""
+        if not room.queue and self._rooms.get(room.room_id) is room:
+            del self._rooms[room.room_id]
+
+    def drop_rooms(self) -> list[str]:
+        """Drained (revoked, lost, shut down): forget every room; their ids."""
+        room_ids = list(self._rooms)
+        self._rooms.clear()
+        return room_ids
 
     def finished(self, room_id: str, offset: int, message_id: str, outcome: str, sent: bool = True) -> None:
-        """A message of ``room_id`` reached its terminal outcome: its offset is done and the room's cursor moves
-        to it (to be written by the next checkpoint round); a ``sent`` one joins the room's recent ids, so that
-        a second copy of it is not sent (a dead letter does not: replaying it must send it). A fenced partition
-        records nothing: another worker owns it now."""
-        if self.fenced:
+        """A message reached its terminal outcome: its offset is done, the room's cursor moves to it, and a ``sent``
+        one joins the room's recent ids (a dead letter does not: replaying it must send it). Not once fenced."""
+        if self._fenced:
             return
-        self.offsets.terminal(offset)
-        self.cursors[room_id] = offset
-        recent = self.recent.get(room_id, b"")
+        self._offsets.terminal(offset)
+        self._cursors[room_id] = offset
+        recent = self._recent.get(room_id, b"")
         if sent and self._recent_bytes:
             recent = (recent + message_digest(message_id))[-self._recent_bytes :]
-            self.recent[room_id] = recent
-        self.updates[room_id] = CursorUpdate(room_id, self.partition, offset, message_id, outcome, recent)
+            self._recent[room_id] = recent
+        self._updates[room_id] = CursorUpdate(room_id, self._number, offset, message_id, outcome, recent)
         self._sequence += 1
-
-    def misroute(self, room_ids: set[str], partitions: int) -> None:
-        """Note the rooms among ``room_ids`` (first seen here) whose murmur2 partition is another: their producer used
-        another partitioner. Logged once per room, counted per message by the intake; their acks still come here,
-        because the partition travels in the data the platform echoes (docs/architecture.md)."""
-        for room_id in room_ids:
-            expected = partition_for(room_id, partitions)
-            if expected != self.partition and room_id not in self.misrouted:
-                self.misrouted.add(room_id)
-                log.warning(
-                    "room_misrouted",
-                    room_id=room_id,
-                    partition=self.partition,
-                    murmur2_partition=expected,
-                    fix="produce with partitioner=murmur2_random (librdkafka) or the Java client's default",
-                )
 
     def sent_before(self, room_id: str, message_id: str) -> bool:
         """Whether ``message_id`` is among the room's recent sent messages: a second copy of one of them."""
-        recent = self.recent.get(room_id)
+        recent = self._recent.get(room_id)
         return recent is not None and holds_digest(recent, message_digest(message_id))
 
     def skipped(self, offset: int) -> None:
         """A message at or below its room's cursor (already done) or undecodable: its offset is done, the
         cursor stays (moving it back would send again what follows)."""
-        if not self.fenced:
-            self.offsets.terminal(offset)
-
-    # --- checkpoint rounds (the intake applies what a round returned) ----------------------------------
+        if not self._fenced:
+            self._offsets.terminal(offset)
 
     def pending(self) -> tuple[list[CursorUpdate], int]:
         """The cursor changes not yet written, and how many changes were recorded up to them."""
-        return list(self.updates.values()), self._sequence
+        return list(self._updates.values()), self._sequence
+
+    def claimed(self, epoch: int) -> None:
+        """A checkpoint round claimed the partition for this worker under ``epoch`` (the first claim holds)."""
+        if self._epoch is None:
+            self._epoch = epoch
 
     def durable(self, written: list[CursorUpdate], upto: int, since: float) -> None:
-        """A round that began at ``since`` wrote ``written`` (every change up to ``upto``) under this partition's
-        epoch: those changes are durable, and the lease counts from ``since`` (a round that straddled a freeze of
-        this process must not grant a fresh lease afterwards)."""
+        """A round that began at ``since`` wrote ``written`` (every change up to ``upto``) under its epoch: durable, and
+        the lease counts from ``since`` (a round that straddled a freeze must not grant a fresh lease after it)."""
         for update in written:
-            if self.updates.get(update.room_id) == update:  # not changed again since the round read it
-                del self.updates[update.room_id]
+            if self._updates.get(update.room_id) == update:  # not changed again since the round read it
+                del self._updates[update.room_id]
         self._durable = max(self._durable, upto)
-        self._lease_until = since + self._lease_s
-        self.wake()
-
-    def fence(self) -> None:
-        """A newer owner claimed the partition: stop at once, record nothing more."""
-        self.fenced = True
-        self.wake()
-
-    def revoke(self) -> None:
-        """The group takes the partition away: no new send from now on."""
-        self.revoked = True
-        self.wake()
-
-    def renew(self) -> None:
-        """A fresh lease from now (tests, and nothing else: the worker renews only through ``durable``)."""
-        self._lease_until = time.monotonic() + self._lease_s
-        self.wake()
+        self._lease.renew(since)
 
     def awaits_durable(self, room_id: str) -> bool:
-        """Whether the room's latest outcome left no ack behind (it timed out or was dead-lettered) and its cursor
-        is not in PostgreSQL yet: the room's next send waits for that (``wait_durable``). Read from the pending cursor
-        changes, so it holds across a room whose loop retired in between."""
-        update = self.updates.get(room_id)
+        """Whether the room's latest outcome left no ack behind (timed out, dead-lettered) and its cursor is not in
+        PostgreSQL yet (the room's next send waits for that; read from the pending changes, so it holds across a
+        room whose loop retired in between)."""
+        update = self._updates.get(room_id)
         return update is not None and update.outcome in NO_ACK_LEFT
 
     async def wait_durable(self) -> None:
@@ -360,20 +461,40 @@ class Partition:
         while self._durable < target:
             await self._wait_renewal()
 
-    # --- sending ---------------------------------------------------------------------------------------
+    def committing(self, offset: int) -> bool:
+        """Whether ``offset`` (allowed by a round) is to be committed now: past what was committed, and the partition
+        not fenced. Recorded as committed when it is (``commit_failed`` undoes that)."""
+        if self._fenced or (self._committed is not None and offset <= self._committed):
+            return False
+        self._committed = offset
+        return True
 
-    def mark_acks_ready(self) -> None:
+    def commit_failed(self) -> None:
+        """Kafka refused a commit of it: the next round's offset is committed again."""
+        self._committed = None
+
+    def fence(self) -> None:
+        """A newer owner claimed the partition (or the group lost it): stop at once, record nothing more."""
+        self._fenced = True
+        self._lease.wake()
+
+    def revoke(self) -> None:
+        """The group takes the partition away: no new send from now on."""
+        self._revoked = True
+        self._lease.wake()
+
+    def renew(self) -> None:
+        """A fresh lease from now (tests, and nothing else: the worker renews only through ``durable``)."""
+        self._lease.renew(time.monotonic())
+
+    def acks_caught_up(self) -> None:
         """The acks reader has read this partition's acks up to the assignment."""
-        self.acks_ready = True
-        self.wake()
-
-    def lease_valid(self) -> bool:
-        """Whether the lease is fresh right now."""
-        return time.monotonic() < self._lease_until
+        self._acks_ready = True
+        self._lease.wake()
 
     def admitted(self) -> bool:
         """True when a send may go out now (``admit`` would return at once)."""
-        return not self.gone and self.acks_ready and time.monotonic() < self._lease_until
+        return not self.gone and self._acks_ready and self._lease.fresh()
 
     async def admit(self) -> None:
         """Return when a send may go out; raise ``PartitionGone`` once it never may."""
@@ -382,14 +503,49 @@ class Partition:
 
     async def _wait_renewal(self) -> None:
         if self.gone:
-            raise PartitionGone(self.partition)
-        renewed = self._renewed
-        try:
-            await asyncio.wait_for(renewed.wait(), self._lease_s)
-        except TimeoutError:
-            return
+            raise PartitionGone(self._number)
+        await self._lease.wait()
 
-    def wake(self) -> None:
-        """Wake rooms waiting in ``admit`` or ``wait_durable`` (to see a renewal, a revoke or a fence)."""
-        self._renewed.set()
-        self._renewed = asyncio.Event()
+
+def lease_seconds(session_timeout_ms: int) -> float:
+    """A partition's lease: half the group session timeout, at most 5 s (docs/architecture.md, invariant 4)."""
+    return min(session_timeout_ms / 2000, 5.0)
+
+
+class Partitions(Mapping[int, Partition]):
+    """The messages partitions this worker owns, by number: filled and emptied by the rebalances only."""
+
+    def __init__(self, lease_s: float, dedup_window: int = 4, count: int | None = None) -> None:
+        self._lease_s = lease_s
+        self._dedup_window = dedup_window
+        self._count = count
+        self._parts: dict[int, Partition] = {}
+
+    @property
+    def count(self) -> int | None:
+        """Partitions of the messages topic, as found at start-up (None: unknown, routing is not checked)."""
+        return self._count
+
+    def assign(self, numbers: list[int], durability_wanted: asyncio.Event | None) -> list[Partition]:
+        """The group assigned ``numbers`` to this worker: a fresh ``Partition`` for each."""
+        for number in numbers:
+            self._parts[number] = Partition(number, self._lease_s, durability_wanted, self._dedup_window)
+        return [self._parts[number] for number in numbers]
+
+    def of(self, number: int) -> Partition | None:
+        """Partition ``number``, if this worker owns it (``get`` without the ABC's exception per miss)."""
+        return self._parts.get(number)
+
+    def release(self, parts: list[Partition]) -> None:
+        """``parts`` are this worker's no more (revoked, lost, shut down)."""
+        for part in parts:
+            self._parts.pop(part.partition, None)
+
+    def __getitem__(self, number: int) -> Partition:
+        return self._parts[number]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)

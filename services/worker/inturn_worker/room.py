@@ -11,50 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import structlog
+from structlog.contextvars import bind_contextvars
 
-from inturn.db.store import Store
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import ANSWERED, Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.acks import AckRouter
+from inturn_worker.acks import AckRouter, AckTimeouts, Deadlines
 from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.limits import SendFailed, Sends
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
-from inturn_worker.timeouts import AckTimeouts, Deadlines
 
 log = structlog.get_logger("inturn.worker.room")
 
 
 class Rooms:
-    """All rooms of this worker and the loop each runs."""
+    """All rooms of this worker and the loop each runs (one message at a time, through ``Delivery``)."""
 
-    def __init__(
-        self,
-        settings: WorkerSettings,
-        adapters: dict[str, PlatformAdapter],
-        events: EventLog,
-        router: AckRouter,
-        store: Store,
-        parts: dict[int, Partition],
-    ) -> None:
-        self._settings = settings
+    def __init__(self, settings: WorkerSettings, parts: Mapping[int, Partition], delivery: Delivery) -> None:
         self._parts = parts  # the partitions this worker owns, each holding its rooms
-        self._adapters = adapters
-        self._events = events
-        self._router = router
-        self._store = store
-        self._mode = OrderingMode(settings.worker_mode)
-        self._awaits_ack = self._mode in (OrderingMode.ACK, OrderingMode.PARTITION)
-        self._sends = Sends(settings, events)
-        self._timeouts = AckTimeouts(settings)
-        self._letters = DeadLetters(settings, events, store)
+        self._delivery = delivery
+        self._idle_s = settings.worker_room_idle_ms / 1000
         self._deadlines = Deadlines()
-        self._prepare_ahead = settings.worker_prepare_ahead
 
     # --- intake side -------------------------------------------------------------------------------
 
@@ -63,16 +46,12 @@ class Rooms:
 
         The entry is rendered at its turn (or just ahead of it), not here: rendered at intake, its body is held
         while the room waits for a connection (25k rooms in flight: 277-305 MiB RSS against 262-266 MiB)."""
-        room_id = entry.room_id
-        rooms = entry.part.rooms
-        room = rooms.get(room_id)
-        if room is None:
-            room = rooms[room_id] = Room(room_id, entry.part)
+        room = entry.part.room_for(entry.room_id)
         if not room.queue:
             room.head_since = time.monotonic()
         room.queue.append(entry)
         if room.task is None:
-            room.task = asyncio.create_task(self._run(room), name=f"room:{room_id}")
+            room.task = asyncio.create_task(self._run(room), name=f"room:{room.room_id}")
         elif room.wakeup is not None and not room.wakeup.done():
             room.wakeup.set_result(None)  # the room's loop was idle: it takes this one
 
@@ -87,16 +66,15 @@ class Rooms:
         stuck = 0
         for room in (r for part in self._parts.values() for r in part.rooms.values()):
             head = room.queue.head
-            if head is not None and now - room.head_since > 2 * self._timeouts.of(head.platform).seconds:
+            if head is not None and now - room.head_since > 2 * self._delivery.ack_timeout_s(head.platform):
                 stuck += 1
         return stuck
 
     # --- revoke / drain ----------------------------------------------------------------------------
 
     async def drain(self, parts: list[Partition], grace_s: float) -> None:
-        """Stop new sends for ``parts``; let in-flight messages finish within ``grace_s``; drop the rest."""
-        for part in parts:
-            part.revoke()
+        """Let in-flight messages of ``parts`` (revoked or fenced: no new send starts) finish within ``grace_s``;
+        drop the rest."""
         rooms = [room for part in parts for room in part.rooms.values()]
         for room in rooms:
             if room.wakeup is not None and not room.wakeup.done():
@@ -116,9 +94,8 @@ class Rooms:
                 grace_s=grace_s,
             )
         for part in parts:
-            for room_id in part.rooms:
-                self._router.forget_room(room_id)
-            part.rooms.clear()
+            for room_id in part.drop_rooms():
+                self._delivery.forget_room(room_id)
         m.ACTIVE_ROOMS.set(self.active)
 
     async def close(self) -> None:
@@ -129,7 +106,7 @@ class Rooms:
         if tasks:
             await asyncio.wait(tasks)
         for part in self._parts.values():
-            part.rooms.clear()
+            part.drop_rooms()
 
     # --- the loop ----------------------------------------------------------------------------------
 
@@ -138,7 +115,7 @@ class Rooms:
         as soon as the room has nothing to send (the next message starts another); otherwise it waits that long
         for the room's next message first."""
         part = room.part
-        idle_s = self._settings.worker_room_idle_ms / 1000
+        idle_s = self._idle_s
         try:
             while True:
                 entry = room.queue.head
@@ -152,7 +129,7 @@ class Rooms:
                     # The previous one ended without an ack (timed out, dead-lettered): its cursor must be durable
                     # before this send, or a new owner of the partition would send it again as well as this one.
                     await part.wait_durable()
-                await self._deliver(room, entry)
+                await self._delivery.deliver(room, entry)
                 room.queue.popleft()
                 room.head_since = time.monotonic()
         except PartitionGone:
@@ -160,8 +137,7 @@ class Rooms:
         finally:
             room.task = None
             room.in_flight = False
-            if not room.queue and room.part.rooms.get(room.room_id) is room:
-                del room.part.rooms[room.room_id]
+            part.retire(room)
 
     async def _idle(self, room: Room, idle_s: float) -> bool:
         """Wait up to ``idle_s`` for the room's next message; whether one came."""
@@ -175,12 +151,50 @@ class Rooms:
             room.wakeup = None
         return room.queue.head is not None
 
-    async def _deliver(self, room: Room, entry: Entry) -> None:
-        """Take one message to its terminal outcome."""
+
+class Delivery:
+    """One message to its terminal outcome: skipped as a duplicate, held by a blocked room, sent, its ack (or
+    timeout) awaited, dead-lettered; the outcome recorded (event, partition, ack router)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        adapters: dict[str, PlatformAdapter],
+        events: EventLog,
+        router: AckRouter,
+        letters: DeadLetters,
+    ) -> None:
+        self._settings = settings
+        self._adapters = adapters
+        self._events = events
+        self._router = router
+        self._letters = letters
+        self._mode = OrderingMode(settings.worker_mode)
+        self._awaits_ack = self._mode in (OrderingMode.ACK, OrderingMode.PARTITION)
+        self._sends = Sends(settings, events)
+        self._timeouts = AckTimeouts(settings)
+        self._deadlines = Deadlines()
+        self._prepare_ahead = settings.worker_prepare_ahead
+
+    def ack_timeout_s(self, platform: str) -> float:
+        """The ack timeout in force for ``platform``."""
+        return self._timeouts.of(platform).seconds
+
+    def forget_room(self, room_id: str) -> None:
+        """The room is this worker's no more: drop what the ack router keeps for it."""
+        self._router.forget_room(room_id)
+
+    async def deliver(self, room: Room, entry: Entry) -> None:
+        """Take one message to its terminal outcome. Whatever is logged meanwhile in the room's task (sends,
+        retries, dead letters, a blocked room) carries the message: room, message id, partition and offset (bound
+        in the task's own context, replaced by the room's next message)."""
         part = entry.part
-        cursor = part.cursors.get(room.room_id)
+        bind_contextvars(
+            room_id=room.room_id, message_id=entry.message_id, partition=part.partition, offset=entry.offset
+        )
+        cursor = part.cursor(room.room_id)
         done = f"room cursor at {cursor}" if cursor is not None and entry.offset <= cursor else None
-        if done is None and part.recent and part.sent_before(room.room_id, entry.message_id):
+        if done is None and part.sent_before(room.room_id, entry.message_id):
             done = "message id among the room's recent sends"  # a second copy at a later offset: not sent again
         if done is not None:
             m.SKIPPED_DUPLICATES.inc()
@@ -227,9 +241,9 @@ class Rooms:
     async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter) -> None:
         """Send, then (in the ack-gated modes) wait for the ack or the timeout.
 
-        The rendered send goes straight into the send, never into a local or parameter of this frame: the frame
+        The rendered send goes straight into the send, never into a local of this frame that outlives it: the frame
         stays suspended while the message awaits its ack and would keep the body alive (with tens of thousands
-        of rooms awaiting acks, a kilobyte each adds up). A compiled frame keeps every local until it returns."""
+        of rooms awaiting acks, a kilobyte each adds up)."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack
