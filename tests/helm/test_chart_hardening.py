@@ -1,4 +1,4 @@
-"""Safe as installed (issue 38) and operable like the common charts (issue 43): ports, NetworkPolicies, the closed
+"""Safe as installed (issue 38) and operable like the common charts (issue 43): ports, NetworkPolicies, the checked
 `config` maps, the push rule, the report's output and namespace, extra volumes/env/containers, drain vs grace, the
 generated parameters table."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from inturn_devtools import chart_readme, chart_schema
-from tests.helm.chart import CHART, Helm, Manifest, containers, named, of_kind, pod_spec
+from tests.helm.chart import CHART, CI_VALUES, Helm, Manifest, containers, named, of_kind, pod_spec
 from tests.helm.test_chart_render import KUBERNETES_VERSIONS, validation_errors
 
 pytestmark = [pytest.mark.helm, pytest.mark.timeout(1800)]
@@ -43,7 +43,7 @@ def configmap(manifests: list[Manifest], component: str) -> dict[str, str]:
     return data
 
 
-# --- the closed `config` maps --------------------------------------------------------------------------------
+# --- the checked `config` maps -------------------------------------------------------------------------------
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
@@ -66,27 +66,83 @@ def test_every_settings_field_but_the_secrets_is_a_config_property() -> None:
     assert set(props) - {"worker_instance_id"} <= set(WorkerSettings.model_fields)
 
 
+def test_the_known_keys_file_is_the_generated_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    known = json.loads(chart_schema.SETTINGS.read_text())
+    assert "worker_ack_timeout_ms" in known["worker.config"]
+    assert "postgres_password" not in known["worker.config"]
+    known["worker.config"].remove("worker_ack_timeout_ms")
+    stale = tmp_path / "settings.json"
+    stale.write_text(json.dumps(known))
+    monkeypatch.setattr(chart_schema, "SETTINGS", stale)
+    assert chart_schema.main(["--check"]) == 1
+
+
+MISSPELT = [
+    ("worker", "worker_ack_timout_ms", "worker_ack_timeout_ms"),
+    ("webhook", "webhok_public_base_url", "webhook_public_base_url"),
+    ("report", "reprot_top_n", "report_top_n"),
+]
+
+
 @pytest.mark.parametrize("command", ["template", "lint"])
-def test_a_misspelt_config_key_fails_naming_it(helm: Helm, command: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("component", "wrong", "right"), MISSPELT, ids=[m[0] for m in MISSPELT])
+def test_a_misspelt_config_key_fails_naming_the_right_one(
+    helm: Helm, command: str, component: str, wrong: str, right: str, tmp_path: Path
+) -> None:
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"worker": {"config": {"worker_ack_timout_ms": 8000}}}))
+    values.write_text(yaml.safe_dump({component: {"config": {wrong: 8}}}))
     args = ["template", "rel", str(CHART)] if command == "template" else ["lint", str(CHART)]
     result = helm.run(*args, "-f", str(values))
     assert result.returncode != 0
-    assert "worker_ack_timout_ms" in result.stdout + result.stderr
+    message = f"{component}.config.{wrong} is not a setting of the {component} (did you mean {right}?)"
+    assert message in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
-    "values",
+    ("values", "message"),
     [
-        {"worker": {"config": {"worker_ack_timeout_ms": 8000}}},
-        {"webhook": {"config": {"webhook_public_base_url": "https://hooks.example.com"}}},
-        {"report": {"config": {"report_top_n": 20}}},
-        {"config": {"kafka_bootstrap": "k:9092"}},
+        ({"worker": {"config": {"zzz_qqq": 1}}}, "worker.config.zzz_qqq is not a setting of the worker;"),
+        (
+            {"webhook": {"config": {"worker_ack_timeout_ms": 8000}}},
+            "webhook.config.worker_ack_timeout_ms is not a setting of the webhook;",
+        ),
+        (
+            {"config": {"loglevel": "INFO"}},
+            "config.loglevel is not a setting of every component (did you mean log_level?)",
+        ),
     ],
+    ids=["nothing-close", "another-components-key", "shared"],
 )
-def test_a_known_config_key_renders(helm: Helm, values: dict[str, Any]) -> None:
-    assert helm.template_text(values).returncode == 0
+def test_an_unknown_config_key_fails_suggesting_only_a_close_one(
+    helm: Helm, values: dict[str, Any], message: str
+) -> None:
+    result = helm.template_text(values)
+    assert result.returncode != 0
+    assert message in result.stderr
+    if message.endswith(";"):
+        assert "did you mean" not in result.stderr
+
+
+def _a_value(prop: dict[str, Any]) -> Any:
+    """A value of the type a config property takes (its first enum value, if any)."""
+    if "enum" in prop:
+        return next(v for v in prop["enum"] if v is not None)
+    kinds = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+    samples = {"integer": 1, "number": 1, "boolean": False, "string": "x", "array": [], "object": {}}
+    return next(samples[k] for k in ("integer", "number", "boolean", "string", "array", "object") if k in kinds)
+
+
+@pytest.mark.parametrize("path", list(chart_schema.CONFIG_MAPS), ids=".".join)
+def test_every_known_config_key_renders(helm: Helm, path: tuple[str, ...]) -> None:
+    known = json.loads(chart_schema.SETTINGS.read_text())[".".join(path)]
+    props = chart_schema.config_properties(path)["properties"]
+    managed = {k for fields in chart_schema.CHART_MANAGED.values() for k in fields}
+    config = {key: _a_value(props[key]) for key in known if key not in managed}
+    assert len(config) >= 5
+    values: dict[str, Any] = {"config": config} if path == ("config",) else {path[0]: {"config": config}}
+    result = helm.template_text(values)
+    assert result.returncode == 0, result.stderr
+    assert [key for key in config if f"INTURN_{key.upper()}:" not in result.stdout] == []
 
 
 @pytest.mark.parametrize(
@@ -94,14 +150,28 @@ def test_a_known_config_key_renders(helm: Helm, values: dict[str, Any]) -> None:
     [
         {"worker": {"config": {"worker_ack_timeout_ms": "soon"}}},
         {"config": {"log_level": "LOUD"}},
-        {"webhook": {"config": {"worker_ack_timeout_ms": 8000}}},
     ],
-    ids=["wrong-type", "not-in-the-enum", "another-components-key"],
+    ids=["wrong-type", "not-in-the-enum"],
 )
 def test_the_config_schema_refuses_wrong_values(helm: Helm, values: dict[str, Any]) -> None:
     result = helm.template_text(values)
     assert result.returncode != 0
     assert "schema" in result.stderr
+
+
+@pytest.mark.parametrize("files", [pytest.param((), id="default"), *(pytest.param((f,), id=f.stem) for f in CI_VALUES)])
+def test_no_pod_gets_service_link_variables(helm: Helm, files: tuple[Path, ...]) -> None:
+    # INTURN_WEBHOOK_PORT=tcp://... from a Service named like the webhook's would be read as a setting.
+    pods: dict[str, dict[str, Any]] = {}
+    for manifest in helm.render(files=files):
+        spec = pod_spec(manifest)
+        if spec is not None:
+            pods[f"{manifest['kind']}/{manifest['metadata']['name']}"] = spec
+        if manifest["kind"] == "ConfigMap" and manifest["metadata"]["name"].endswith("-report-pods"):
+            for key, text in manifest["data"].items():
+                pods[f"report-pods/{key}"] = yaml.safe_load(text)["spec"]
+    assert len(pods) >= 2
+    assert {where: spec.get("enableServiceLinks") for where, spec in pods.items()} == dict.fromkeys(pods, False)
 
 
 # --- ports ---------------------------------------------------------------------------------------------------

@@ -260,10 +260,57 @@ topologySpreadConstraints:
 {{- fail "bridge.mode=push needs bridge.config.bridge_oidc_audience and bridge.config.bridge_oidc_email (the audience your push subscription signs its OIDC tokens for, and its service account's email): without both, anyone who reaches the push endpoint makes the workers message anyone. On a private network only, bridge.push.allowUnauthenticated=true accepts unsigned pushes." }}
 {{- end }}
 {{- end }}
+{{- include "inturn.validateConfigKeys" . }}
 {{- include "inturn.validateDrain" . }}
 {{- if and $v.secrets.create $v.secrets.existingSecret }}
 {{- fail "secrets.create and secrets.existingSecret are both set: the chart creates a Secret only when you name none." }}
 {{- end }}
+{{- end }}
+
+{{/*
+Every key of a `config` map must be a setting of the component it feeds: a misspelt one would otherwise be ignored
+and the default used. values.schema.json types the known keys but lets others through, so that this check can name
+the closest known key, which helm's schema error cannot. The known keys come from files/settings.json (written by
+`python -m inturn_devtools.chart_schema`). Closeness: the Dice coefficient over character bigrams, in thousandths
+(2 x the unknown key's bigrams found in the candidate / both keys' bigram counts); below 600 nothing is suggested.
+Secrets and chart-set keys are refused earlier with their own messages.
+*/}}
+{{- define "inturn.validateConfigKeys" -}}
+{{- $v := .Values }}
+{{- $known := .Files.Get "files/settings.json" | fromJson }}
+{{- $owners := dict "config" "every component" "worker.config" "the worker" "webhook.config" "the webhook" "bridge.config" "the bridge" "report.config" "the report" }}
+{{- range $where, $config := dict "config" $v.config "worker.config" $v.worker.config "webhook.config" $v.webhook.config "bridge.config" $v.bridge.config "report.config" $v.report.config }}
+{{- $keys := get $known $where }}
+{{- range $field, $_ := $config }}
+{{- if not (has $field $keys) }}
+{{- $best := "" }}
+{{- $bestScore := 0 }}
+{{- $n := len $field }}
+{{- range $candidate := $keys }}
+{{- $matches := 0 }}
+{{- range $i := until (max 0 (sub $n 1) | int) }}
+{{- if contains (substr $i (add $i 2 | int) $field) $candidate }}{{ $matches = add1 $matches }}{{ end }}
+{{- end }}
+{{- $score := div (mul $matches 2000) (max 1 (sub (add $n (len $candidate)) 2)) }}
+{{- if gt $score $bestScore }}{{ $bestScore = $score }}{{ $best = $candidate }}{{ end }}
+{{- end }}
+{{- if ge $bestScore 600 }}
+{{- include "inturn.failLint" (printf "%s.%s is not a setting of %s (did you mean %s?)" $where $field (get $owners $where) $best) }}
+{{- else }}
+{{- include "inturn.failLint" (printf "%s.%s is not a setting of %s; values.schema.json lists its settings (%s.properties)." $where $field (get $owners $where) $where) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+fail with the message given, in `helm lint` too: lint turns `fail` into an [INFO] line and renders on, so the line
+after it (reached only by lint) errors with the same message: the include of a template that does not exist.
+*/}}
+{{- define "inturn.failLint" -}}
+{{- fail . }}
+{{- include (printf "values refused: %s" .) nil }}
 {{- end }}
 
 {{/*

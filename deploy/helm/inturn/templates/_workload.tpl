@@ -60,6 +60,8 @@ spec:
     spec:
       serviceAccountName: {{ include "inturn.serviceAccountName" $ctx }}
       automountServiceAccountToken: {{ $ctx.Values.serviceAccount.automountToken }}
+      # No service-link variables (INTURN_WEBHOOK_PORT=tcp://...): they would be read as settings.
+      enableServiceLinks: false
       terminationGracePeriodSeconds: {{ $c.terminationGracePeriodSeconds }}
       securityContext:
         {{- include "inturn.podSecurityContext" $ctx | nindent 8 }}
