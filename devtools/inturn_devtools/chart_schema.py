@@ -5,10 +5,10 @@ Each `config` map of the chart (``config``, ``worker.config``, ``webhook.config`
 helm's schema check refuses a wrong type or a value outside an enum. Unknown keys pass the schema: the chart's own
 check (templates/_helpers.tpl, ``inturn.validateConfigKeys``) refuses them against files/settings.json, written here
 too, naming the closest known key (``worker_ack_timout_ms`` ... did you mean ``worker_ack_timeout_ms``?), which
-helm's schema error cannot. It fails ``helm install``, ``helm template`` and ``helm lint`` alike. Secrets (``SecretStr`` fields) are left out: they
-come from ``secrets.items``, never from a ConfigMap. The fields the chart sets itself (ports, the topic layout, the
-bridge's mode) stay in, so that the chart's own check (templates/_helpers.tpl, ``inturn.validate``) can say which
-value sets them.
+helm's schema error cannot. It fails ``helm install``, ``helm template`` and ``helm lint`` alike. Secrets
+(``SecretStr`` fields) are left out: they come from ``secrets.items``, never from a ConfigMap. The fields the chart
+sets itself (ports, the topic layout, the bridge's mode) stay in, so that the chart's own check
+(templates/_helpers.tpl, ``inturn.validate``) can say which value sets them.
 
     python -m inturn_devtools.chart_schema          # rewrite values.schema.json and files/settings.json
     python -m inturn_devtools.chart_schema --check  # exit 1 when either committed file differs (what CI runs)
