@@ -226,7 +226,7 @@ def test_stuck_rooms_text_says_what_the_gauge_counts(monitored: list[Manifest]) 
         assert "twice" in text
         assert "past the ack timeout" not in text
     source = (REPO / "services" / "worker" / "inturn_worker" / "room.py").read_text()
-    assert "> 2 * self._timeouts.of(head.platform).seconds" in source
+    assert "> 2 * self._delivery.ack_timeout_s(head.platform)" in source
 
 
 # ---------------------------------------------------------------------------------------------------- recording rules

@@ -132,10 +132,14 @@ def test_every_secret_setting_of_a_deployed_service_is_wired_from_a_secret() -> 
     wired = {item["field"]: set(item["components"]) for item in items.values()}
     schema = json.loads((CHART / "values.schema.json").read_text())["properties"]
     maps = [schema["config"], *(schema[c]["properties"]["config"] for c in SETTINGS)]
+    # The chart refuses a config key that files/settings.json does not list (inturn.validateConfigKeys).
+    known = json.loads((CHART / "files" / "settings.json").read_text())
+    assert set(known) == {"config", *(f"{c}.config" for c in SETTINGS)}
     for component, cls in SETTINGS.items():
         for field in secret_fields(cls):
             assert field in wired, f"{cls.__name__}.{field} is a secret with no secrets.items entry"
             assert component in wired[field], f"{field} does not reach the {component}"
-            for closed in maps:  # closed maps (additionalProperties: false) refuse what they do not list
-                assert closed["additionalProperties"] is False
-                assert field not in closed["properties"], f"the values schema allows {field} in a config map"
+            for where, keys in known.items():
+                assert field not in keys, f"the chart allows {field} in {where}"
+            for typed in maps:
+                assert field not in typed["properties"], f"the values schema types {field} in a config map"
