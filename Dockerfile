@@ -16,13 +16,12 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 
-# Maven only resolves the Spark jars, the JDK compiles the report's pass over the rooms (Java, against PySpark's
-# jars), and gcc compiles the worker's hot path (mypyc's C, against the image's own Python headers); none of it
+# Maven only resolves the Spark jars (with the Java runtime it depends on), and gcc compiles the worker's hot path (mypyc's C, against the image's own Python headers); none of it
 # reaches the runtime image. The man1 folder is missing from slim images
 # and the JDK's postinst links a man page into it.
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends maven=3.8.* openjdk-17-jdk-headless=17.* gcc=4:12.* libc6-dev=2.36-* \
+    && apt-get install -y --no-install-recommends maven=3.8.* gcc=4:12.* libc6-dev=2.36-* \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -54,14 +53,13 @@ RUN python -m venv "$VENV" \
     && "$VENV/bin/pip" wheel --no-deps --wheel-dir /dist . \
     && "$VENV/bin/pip" install /dist/inturn-*.whl
 
-# Spark's Kafka source for exactly the installed PySpark, the JDBC driver, and the report's pass compiled against
-# that PySpark, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
+# Spark's Kafka source for exactly the installed PySpark and the JDBC driver, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
 # pom.xml sits next to the package in the source tree but not in the wheel, so it is put where the installed
 # package looks for it for the duration of this step.
 RUN site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && cp spark_jobs/pom.xml "$site/pom.xml" \
     && mkdir -p /opt/inturn/jars \
-    && "$VENV/bin/python" -c 'import shutil; from inturn_reports.jars import pass_jar, report_jars; [print(shutil.copy(j, "/opt/inturn/jars/")) for j in (pass_jar(), *report_jars())]' \
+    && "$VENV/bin/python" -c 'import shutil; from inturn_reports.jars import report_jars; [print(shutil.copy(j, "/opt/inturn/jars/")) for j in report_jars()]' \
     && rm "$site/pom.xml" \
     && rm -rf /root/.m2 \
     && "$VENV/bin/python" -m compileall -q "$site"
