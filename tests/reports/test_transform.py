@@ -54,7 +54,7 @@ def generated(spark: SparkSession, request: pytest.FixtureRequest) -> dict[str, 
 def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> None:
     # Guards the oracle comparisons below against a generator that stopped producing some case.
     rows = oracle.summary(generated["msgs"])
-    totals = {k: sum(r[k] for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
+    totals = {k: sum(r[k] or 0 for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
                                                     "skipped_duplicates", "no_device_ts", "inverted", "failed",
                                                     "sent_unacked", "dispatched", "duplicates")}  # fmt: skip
     # A re-send shows as a second dispatched event only: with terminal events alone it cannot be seen.
