@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from inturn.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``report``."""
@@ -21,6 +23,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from inturn_reports.job import run_args
+    try:
+        from inturn_reports.job import run_args
+    except ImportError as exc:  # pyspark, pyarrow, numpy, pandas: the report's extra, not in a service install
+        raise ConfigError(f"the report needs its extra (pip install 'inturn[report]'): {exc.name} is missing") from exc
 
     return run_args(args)
