@@ -20,7 +20,11 @@ START = 1_790_200_800_000
 SPAN = 4 * 3_600_000
 
 _JOB = """
+import os
 import sys
+# The local Connect server runs the pass's Python workers: with this interpreter (where inturn_reports is).
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYARROW_IGNORE_TIMEZONE"] = "1"
 from pathlib import Path
 from pyspark.sql import SparkSession
 from inturn_reports.job import run
