@@ -90,8 +90,8 @@ def spark_session(
         # The pass over the rooms runs in Python workers: the same interpreter as this one (its packages), not
         # whatever ``python3`` is first on the PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # PySpark's Arrow conversions warn (an error under strict warning filters) unless this is set, driver and workers.
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+        # PySpark's Arrow conversions warn (an error under strict warnings) unless this is set, driver and workers.
+        os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     else:
         submitted = SparkConf()  # what spark-submit passed (--conf, spark-defaults.conf)
         for key, value in CLUSTER_DEFAULTS.items():
