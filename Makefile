@@ -55,7 +55,7 @@ test-compat: setup ## the report's oracle tests on the lowest and the newest PyS
 	  test -x "$$venv/bin/python" || $(PYTHON) -m venv "$$venv"; \
 	  "$$venv/bin/pip" install -q -e '.[dev]' "pyspark==$$version"; \
 	  echo "pyspark $$version"; \
-	  "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
+	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
 	    $(PYTEST_ARGS) || exit 1; \
 	done
 
