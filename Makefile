@@ -53,7 +53,8 @@ test-compat: setup ## the report's oracle tests on the lowest and the newest PyS
 	for version in $(COMPAT_PYSPARK); do \
 	  venv="var/compat/pyspark-$$version"; \
 	  test -x "$$venv/bin/python" || $(PYTHON) -m venv "$$venv"; \
-	  "$$venv/bin/pip" install -q -e '.[dev]' "pyspark==$$version"; \
+	  "$$venv/bin/pip" install -q -e '.[report]' "pyspark==$$version" 'pytest>=8.3' 'pytest-timeout>=2.3' \
+	    'pytest-asyncio>=1.0' 'hypothesis>=6.120' 'msgspec>=0.19'; \
 	  echo "pyspark $$version"; \
 	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
 	    $(PYTEST_ARGS) || exit 1; \
