@@ -1,27 +1,32 @@
 # syntax=docker/dockerfile:1.7
-# One image for every inturn process, chosen by subcommand (the Helm chart sets `command: [inturn]`):
+# The image of every inturn service, chosen by subcommand (the Helm chart sets `command: [inturn]`):
 #   inturn worker | webhook | bridge --mode pull|push | topics create|check | migrate
-# and the nightly report under spark-submit (Java 17 for Spark; Spark's Kafka source and the PostgreSQL JDBC
-# driver are fetched at build time, so the running pod needs no Maven). Spark on Kubernetes starts executor
-# pods from this same image with the argument "executor": the entrypoint below handles that.
+# and, built with REPORT=1, the report image: the same plus the `report` extra (pyspark, pyarrow, numpy, pandas),
+# Java 17 for Spark, and Spark's Kafka source and the PostgreSQL JDBC driver fetched at build time (the running pod
+# needs no Maven) for the nightly report under spark-submit. Spark on Kubernetes starts executor pods from the
+# report image with the argument "executor": the entrypoint below handles that. The service image carries none
+# of the report's packages (about 640 MB of them: docs/reports.md).
 #
-#   docker build -t inturn:0.1.0 .
+#   docker build -t inturn:0.1.0 .                                    # the services
+#   docker build --build-arg REPORT=1 -t inturn-report:0.1.0 .        # the report
 #   docker run --rm inturn:0.1.0 --help
 #
 # The base is pinned by version (3.11 patch + Debian release), not by digest: this repository is built without
 # registry access to resolve a digest. A release pipeline should pin `python@sha256:...` (Renovate/Dependabot keep
 # it current); the version pin already fixes the Python and Debian releases the code is tested against.
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
+# 1: the report image (the `report` extra, Java, Spark's jars); empty: the service image.
+ARG REPORT=""
 
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
+ARG REPORT
 
-# Maven only resolves the Spark jars and the JDK compiles the report's pass over the rooms (Java, against PySpark's
-# jars); neither reaches the runtime image. The man1 folder is missing from slim images
-# and the JDK's postinst links a man page into it.
+# Maven only resolves the Spark jars (with the Java runtime it depends on); none of it reaches the runtime image.
+# The man1 folder is missing from slim images and the JDK's postinst links a man page into it.
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends maven=3.8.* openjdk-17-jdk-headless=17.* \
+    && apt-get install -y --no-install-recommends maven=3.8.* \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -42,17 +47,19 @@ COPY devtools ./devtools
 RUN python -m venv "$VENV" \
     && "$VENV/bin/pip" install --upgrade pip \
     && "$VENV/bin/pip" wheel --no-deps --wheel-dir /dist . \
-    && "$VENV/bin/pip" install /dist/inturn-*.whl
+    && wheel="$(ls /dist/inturn-*.whl)" \
+    && "$VENV/bin/pip" install "$wheel${REPORT:+[report]}"
 
-# Spark's Kafka source for exactly the installed PySpark, the JDBC driver, and the report's pass compiled against
-# that PySpark, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
+# Spark's Kafka source for exactly the installed PySpark and the JDBC driver, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
 # pom.xml sits next to the package in the source tree but not in the wheel, so it is put where the installed
 # package looks for it for the duration of this step.
 RUN site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-    && cp spark_jobs/pom.xml "$site/pom.xml" \
     && mkdir -p /opt/inturn/jars \
-    && "$VENV/bin/python" -c 'import shutil; from inturn_reports.jars import pass_jar, report_jars; [print(shutil.copy(j, "/opt/inturn/jars/")) for j in (pass_jar(), *report_jars())]' \
-    && rm "$site/pom.xml" \
+    && if [ -n "$REPORT" ]; then \
+         cp spark_jobs/pom.xml "$site/pom.xml" \
+         && "$VENV/bin/python" -c 'import shutil; from inturn_reports.jars import report_jars; [print(shutil.copy(j, "/opt/inturn/jars/")) for j in report_jars()]' \
+         && rm "$site/pom.xml"; \
+       fi \
     && rm -rf /root/.m2 \
     && "$VENV/bin/python" -m compileall -q "$site"
 
@@ -60,17 +67,20 @@ RUN site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()
 FROM ${PYTHON_IMAGE} AS runtime
 
 ARG VERSION=0.1.0
+ARG REPORT
 LABEL org.opencontainers.image.title="inturn" \
       org.opencontainers.image.description="Delivers every chat room's messages to messaging platforms in turn" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 
-# Java 17 runs Spark (the report's driver and executors); procps gives Spark's scripts `ps`.
-RUN mkdir -p /usr/share/man/man1 \
-    && apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.* procps=2:4.* \
-    && rm -rf /var/lib/apt/lists/* \
-    && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17
+# The report image only: Java 17 runs Spark (the report's driver and executors); procps gives Spark's scripts `ps`.
+RUN if [ -n "$REPORT" ]; then \
+      mkdir -p /usr/share/man/man1 \
+      && apt-get update \
+      && apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.* procps=2:4.* \
+      && rm -rf /var/lib/apt/lists/* \
+      && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17; \
+    fi
 
 # A fixed non-root uid/gid (the chart's securityContext uses the same 10001).
 RUN groupadd --system --gid 10001 inturn \

@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 KAFKA_STAMP := $(VENV)/.kafka-jars
 PYTEST_ARGS ?=
 
-.PHONY: help setup test test-fast lint format demo bench docs chaos helm-check clean dev-up dev-down
+.PHONY: help setup test test-fast test-compat lint format demo bench docs chaos helm-check clean dev-up dev-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,20 @@ test: setup ## run the test suite against real Kafka, PostgreSQL, Pub/Sub emulat
 
 test-fast: setup ## the tests that need no server
 	$(BIN)/pytest -m 'not kafka and not postgres and not pubsub and not spark and not chaos and not helm' $(PYTEST_ARGS)
+
+# The lowest and the newest PySpark of the report's supported range (pyproject's `report` extra), each in a venv of
+# its own under var/compat/, against the report's oracle tests.
+COMPAT_PYSPARK ?= 4.0.0 4.3.0
+test-compat: setup ## the report's oracle tests on the lowest and the newest PySpark it supports
+	for version in $(COMPAT_PYSPARK); do \
+	  venv="var/compat/pyspark-$$version"; \
+	  test -x "$$venv/bin/python" || $(PYTHON) -m venv "$$venv"; \
+	  "$$venv/bin/pip" install -q -e '.[report]' "pyspark==$$version" 'pytest>=8.3' 'pytest-timeout>=2.3' \
+	    'pytest-asyncio>=1.0' 'hypothesis>=6.120' 'msgspec>=0.19'; \
+	  echo "pyspark $$version"; \
+	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
+	    $(PYTEST_ARGS) || exit 1; \
+	done
 
 lint: setup ## ruff and mypy --strict; changes nothing
 	$(BIN)/ruff check .

@@ -35,7 +35,7 @@ EVENTS_PER_MESSAGE = 1.056  # the terminal event, plus retries (5%) and late ack
 MESSAGES_PER_ROOM = 40
 ROOM_GAP_MS = 3_000  # longer than the 2.5 s ack timeout: a room's next message goes after this one ended
 INPUT_VERSION = 3  # bump when the generated data changes, so a stale cached input is not reused
-TARGET_RATIO = 2.5  # report wall time against the plain scan's
+TARGET_RATIO = 3.5  # report wall time against the plain scan's (issue 39: public API only)
 ROUNDS = 2  # report runs in one measurement; the scan runs once more (before, between and after them)
 #: Issue 21's ceiling for the report's peak RSS: the peak of the report it was filed against (commit 348248f,
 #: measured by this benchmark over 10M events). Only the peak is kept from that run: its seconds were measured on

@@ -1,8 +1,4 @@
-"""The jars the reports add to PySpark: the report's own pass over the rooms (``pass_jar``), and Spark's Kafka
-source and the PostgreSQL JDBC driver (``report_jars``).
-
-The pass (``jvm/``, Java) is compiled against the installed PySpark's own jars on first use (needs a JDK's
-``javac`` then) and cached under ``~/.cache/inturn/report-pass-<spark>-<digest of its sources>/``.
+"""The jars the reports add to PySpark: Spark's Kafka source and the PostgreSQL JDBC driver (``report_jars``).
 
 The Kafka source and the JDBC driver are resolved from Maven Central with ``spark_jobs/pom.xml`` on first use
 and cached under ``~/.cache/inturn/spark-jars-<spark>-<scala>/``. The Kafka source is resolved for exactly the
@@ -12,12 +8,9 @@ already ships (scala-library, slf4j, lz4, hadoop client...) are dropped so its o
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pyspark
@@ -26,8 +19,6 @@ from inturn.cache import cache_dir
 from inturn.errors import ConfigError
 
 _POM = Path(__file__).resolve().parent.parent / "pom.xml"
-#: The Java sources of the report's pass over the rooms (``transform/facts.py``).
-JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
 _VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-\d[\w.\-]*\.jar$")
 
 
@@ -90,37 +81,3 @@ def _resolve(folder: Path, spark: str, scala: str) -> None:
             jar.unlink()
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
-
-
-def _jdk_tool(name: str) -> str:
-    """``javac`` or ``jar`` of the JDK at ``JAVA_HOME``, else on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    tool = Path(home) / "bin" / name if home else None
-    found = str(tool) if tool is not None and tool.exists() else shutil.which(name)
-    if found is None:
-        raise ConfigError(f"{name} not found: the report's pass is compiled on first use (install a JDK 17)")
-    return found
-
-
-def pass_jar() -> Path:
-    """The report's pass over the rooms as a jar, compiled against the installed PySpark on first use."""
-    sources = sorted(JVM_SOURCES.rglob("*.java"))
-    digest = hashlib.sha256()
-    for source in sources:
-        digest.update(source.relative_to(JVM_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
-    spark, _ = spark_versions()
-    folder = cache_dir() / f"report-pass-{spark}-{digest.hexdigest()[:16]}"
-    jar = folder / "inturn-reports.jar"
-    if jar.exists():
-        return jar
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as work:
-        classes = Path(work) / "classes"
-        compile_cmd = [_jdk_tool("javac"), "--release", "17", "-d", str(classes),
-                       "-cp", str(pyspark_jars_dir() / "*"), *map(str, sources)]  # fmt: skip
-        for cmd in (compile_cmd, [_jdk_tool("jar"), "cf", str(Path(work) / jar.name), "-C", str(classes), "."]):
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                raise ConfigError(f"could not build the report's pass ({cmd[0]}):\n{done.stdout}{done.stderr}")
-        (Path(work) / jar.name).rename(jar)  # whole or absent: a run that fails midway leaves no jar
-    return jar

@@ -26,10 +26,14 @@ class Trends:
 
 
 _STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 16px; color: #222; max-width: 1200px; }
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; }
-table { border-collapse: collapse; margin: 8px 0; } th, td { padding: 3px 8px; border-bottom: 1px solid #ddd; }
-th { text-align: left; background: #f4f4f4; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; margin: 8px 0; max-width: 100%; font-size: 12px; }
+th, td { padding: 3px 4px; border-bottom: 1px solid #ddd; }
+#summary th, #summary td { padding: 2px 3px; font-size: 11px; } #summary th { overflow-wrap: anywhere; }
+th { text-align: left; background: #f4f4f4; vertical-align: bottom; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; } td.na { color: #777; font-style: italic; }
+svg { max-width: 100%; height: auto; } .notes { color: #555; font-size: 13px; }
 figure { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
 svg .grid { stroke: #e5e5e5; } svg .axis { stroke: #444; } svg text { font-size: 11px; fill: #333; }
 .meta { color: #666; }
@@ -57,6 +61,9 @@ _SUMMARY_COLUMNS = [
     ("dispatch_violations", "dispatch violations"),
 ]
 _RATES = {"delivered_rate", "ack_rate", "timeout_rate", "out_of_order_rate"}
+#: The figures a platform may be unable to report, and the column of the reason (``transform.measurable``).
+_NOTES = {"out_of_order_rate": "out_of_order_note", "delivered_rate": "delivered_note"}
+NOT_MEASURABLE = "not measurable"
 
 
 def _fmt(name: str, value: Any) -> str:
@@ -71,14 +78,32 @@ def _fmt(name: str, value: Any) -> str:
     return str(value)
 
 
+def _cell(row: Record, name: str) -> str:
+    """One cell: the value, or "not measurable" with the reason (a tooltip) where the platform cannot report it."""
+    note = row.get(_NOTES.get(name, ""))
+    if note is not None:
+        return f'<td class="na" title="{escape(str(note))}">{NOT_MEASURABLE}</td>'
+    value = row[name]
+    return f'<td class="{"n" if isinstance(value, int | float) else ""}">{escape(_fmt(name, value))}</td>'
+
+
+def _notes(summary: Sequence[Record]) -> str:
+    """Under the summary: each platform's figures that are not measurable, and why."""
+    reasons = sorted({(str(r["platform"]), label, str(r[column])) for r in summary
+                      for label, column in (("out of order", "out_of_order_note"), ("delivered", "delivered_note"))
+                      if r.get(column) is not None})  # fmt: skip
+    if not reasons:
+        return ""
+    items = "".join(f"<li>{escape(p)}, {escape(label)}: {NOT_MEASURABLE}: {escape(why)}.</li>"
+                    for p, label, why in reasons)  # fmt: skip
+    return f'<ul class="notes" id="not-measurable">{items}</ul>'
+
+
 def _table(rows: Sequence[Record], columns: Sequence[tuple[str, str]], css_id: str) -> str:
     head = "".join(f"<th>{escape(label)}</th>" for _, label in columns)
     body = []
     for row in rows:
-        cells = "".join(
-            f'<td class="{"n" if isinstance(row[k], int | float) else ""}">{escape(_fmt(k, row[k]))}</td>'
-            for k, _ in columns
-        )
+        cells = "".join(_cell(row, k) for k, _ in columns)
         body.append(f"<tr>{cells}</tr>")
     return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -108,6 +133,8 @@ def _latency_chart(histogram: Sequence[Record]) -> str:
 def _ordering_chart(summary: Sequence[Record]) -> str:
     pairs: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     for row in summary:
+        if row["pairs"] is None:  # a platform that cannot order its messages: not drawn as 0
+            continue
         cell = pairs[(row["platform"], row["mode"])]
         cell[0] += int(row["inverted"])
         cell[1] += int(row["pairs"])
@@ -119,7 +146,8 @@ def _ordering_chart(summary: Sequence[Record]) -> str:
     }
     return bar_chart(
         "ordering",
-        "Out-of-order rate at the device (% of consecutive pairs inverted), by platform and mode",
+        "Out-of-order rate at the device (% of consecutive pairs inverted), by platform and mode "
+        "(the platforms that can order their messages)",
         platforms,
         series,
         fmt=lambda v: f"{v:.1f}%",
@@ -167,6 +195,8 @@ def _trend_section(trends: Trends) -> str:
     labels = [night.isoformat() for night in nights]
     charts = []
     for chart_id, title, column, scale, fmt in _TREND_CHARTS:
+        # A platform that cannot report the figure (null every night) is left out, not drawn as 0.
+        shown = [p for p in platforms if any(r[column] is not None for r in trends.nightly if r["platform"] == p)]
         series = {
             platform: [
                 scale * float(value)
@@ -174,7 +204,7 @@ def _trend_section(trends: Trends) -> str:
                 else 0.0
                 for night in nights
             ]
-            for platform in platforms
+            for platform in shown
         }
         charts.append(bar_chart(chart_id, title, labels, series, fmt=fmt))
     worst_cols = [("measure", "measure"), ("rank", "#"), ("room_id", "room"), ("platform", "platform"),
@@ -209,6 +239,7 @@ def render(
 <p id="in-turn-check">{_in_turn_check(summary)}</p>
 <h2>Summary per day, platform and ordering mode</h2>
 {_table(summary, _SUMMARY_COLUMNS, "summary")}
+{_notes(summary)}
 <h2>Latency</h2>
 {_latency_chart(histogram)}
 <h2>Ordering</h2>

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from inturn_reports.jars import pass_jar, report_jars
+from inturn_reports.jars import report_jars
 
 #: Adaptive query execution, in both modes: Spark re-plans each stage from the sizes the previous
 #: one really wrote, merging small shuffle partitions and splitting skewed ones (a room with far
@@ -86,6 +87,11 @@ def spark_session(
             builder = builder.config(key, value)
         for key, value in LOCAL_JVM_ENV.items():  # read by the JVM this process is about to start
             os.environ.setdefault(key, value)
+        # The pass over the rooms runs in Python workers: the same interpreter as this one (its packages), not
+        # whatever ``python3`` is first on the PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # PySpark's Arrow conversions warn (an error under strict warnings) unless this is set, driver and workers.
+        os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     else:
         submitted = SparkConf()  # what spark-submit passed (--conf, spark-defaults.conf)
         for key, value in CLUSTER_DEFAULTS.items():
@@ -93,7 +99,6 @@ def spark_session(
                 builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    # The report's own pass always; the Kafka source and the JDBC driver when asked for.
-    jars = [pass_jar(), *(report_jars() if with_jars else [])]
-    builder = builder.config("spark.jars", ",".join(str(p) for p in jars))
+    if with_jars:  # the Kafka source and the JDBC driver
+        builder = builder.config("spark.jars", ",".join(str(p) for p in report_jars()))
     return builder.getOrCreate()

@@ -13,9 +13,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from inturn.schemas import Ack, Event
+from inturn_reports.transform.measurable import not_measurable  # only the notes' wording; nulls are decided here
 
 EDGES = (10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)
 TERMINAL = {"acked", "ack_timeout", "dead_lettered", "skipped_duplicate", "sent"}
+#: Platforms whose callbacks cannot order messages (Messenger's watermark; synchronous answers), and those that
+#: report no delivery (synchronous answers): the report gives those figures as null with a note, never 0.
+NO_ORDER = {"messenger", "instagram", "telegram"}
+NO_DELIVERY = {"instagram", "telegram"}
+
+
+def blind(row: dict[str, Any], delivered: bool = True) -> dict[str, Any]:
+    """``row`` of a platform with what it cannot report as the report gives it: null, with the reason."""
+    platform = row["platform"]
+    row["out_of_order_note"] = not_measurable(platform, "out_of_order")
+    assert (row["out_of_order_note"] is not None) == (platform in NO_ORDER), platform
+    if platform in NO_ORDER:
+        row["pairs"] = row["inverted"] = row["out_of_order_rate"] = None
+    if delivered:
+        row["delivered_note"] = not_measurable(platform, "delivered")
+        assert (row["delivered_note"] is not None) == (platform in NO_DELIVERY), platform
+        if platform in NO_DELIVERY:
+            row["delivered"] = row["delivered_rate"] = None
+    return row
 
 
 @dataclass
@@ -167,7 +187,7 @@ def summary(msgs: list[Msg]) -> list[dict[str, Any]]:
                            ("duplicate_rate", "duplicates")]:  # fmt: skip
             row[name] = _rate(row[part], count)
         row["out_of_order_rate"] = _rate(row["inverted"], row["pairs"])
-        rows.append(row)
+        rows.append(blind(row))
     return rows
 
 
@@ -181,13 +201,13 @@ def rooms(msgs: list[Msg]) -> list[dict[str, Any]]:
         pairs = sum(m.inverted is not None for m in ms)
         inverted = sum(m.inverted is True for m in ms)
         e2e = [v for m in ms if (v := m.latency("e2e")) is not None]
-        rows.append({
+        rows.append(blind({
             "date": date, "room_id": room, "platform": platform, "mode": mode, "messages": len(ms),
             "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms), "late_acks": sum(m.n("late_ack") > 0 for m in ms),
             "dead_letters": sum(m.n("dead_lettered") > 0 for m in ms), "pairs": pairs, "inverted": inverted,
             "dispatch_violations": sum(m.violation is True for m in ms),
             "e2e_p95_ms": percentile(e2e, 0.95), "out_of_order_rate": _rate(inverted, pairs),
-        })  # fmt: skip
+        }, delivered=False))  # fmt: skip
     return rows
 
 
@@ -195,9 +215,9 @@ def worst_rooms(room_rows: list[dict[str, Any]], top_n: int) -> list[dict[str, A
     """The worst-rooms table's rows."""
     rows = []
     measures: list[tuple[str, Callable[[dict[str, Any]], bool]]] = [
-        ("out_of_order_rate", lambda r: r["pairs"] > 0),
+        ("out_of_order_rate", lambda r: (r["inverted"] or 0) > 0),
         ("ack_timeouts", lambda r: r["ack_timeouts"] > 0),
-        ("e2e_p95_ms", lambda r: r["e2e_p95_ms"] is not None),
+        ("e2e_p95_ms", lambda r: (r["e2e_p95_ms"] or 0) > 0),
     ]
     for measure, keep in measures:
         for date in {r["date"] for r in room_rows}:
@@ -247,12 +267,12 @@ def platforms(msgs: list[Msg]) -> list[dict[str, Any]]:
         delivered = sum(m.delivered_ts is not None or m.read for m in ms)
         pairs, inverted = sum(m.inverted is not None for m in ms), sum(m.inverted is True for m in ms)
         e2e = [v for m in ms if (v := m.latency("e2e")) is not None]
-        rows.append({
+        rows.append(blind({
             "date": date, "platform": platform, "messages": len(ms), "delivered": delivered,
             "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms), "pairs": pairs, "inverted": inverted,
             "e2e_p99_ms": percentile(e2e, 0.99), "delivered_rate": _rate(delivered, len(ms)),
             "out_of_order_rate": _rate(inverted, pairs),
-        })  # fmt: skip
+        }))  # fmt: skip
     return rows
 
 
@@ -269,9 +289,12 @@ def worst_rooms_of_the_nights(msgs: list[Msg], top_n: int) -> list[dict[str, Any
             "messages": len(ms), "pairs": pairs, "out_of_order_rate": _rate(inverted, pairs),
             "ack_timeouts": sum(m.n("ack_timeout") > 0 for m in ms),
         })  # fmt: skip
+        if platform in NO_ORDER:
+            per_room[-1]["out_of_order_rate"] = None
     rows = []
-    for measure, keep in [("out_of_order_rate", "pairs"), ("ack_timeouts", "ack_timeouts")]:
-        ranked = sorted((r for r in per_room if r[keep] > 0), key=lambda r: (-float(r[measure]), r["room_id"]))
+    for measure in ("out_of_order_rate", "ack_timeouts"):
+        taking_part = (r for r in per_room if (r[measure] or 0) > 0)
+        ranked = sorted(taking_part, key=lambda r: (-float(r[measure]), r["room_id"]))
         for rank, r in enumerate(ranked[:top_n], start=1):
             rows.append({"measure": measure, "rank": rank, "room_id": r["room_id"], "platform": r["platform"],
                          "mode": r["mode"], "nights": r["nights"], "messages": r["messages"],

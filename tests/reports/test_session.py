@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -30,9 +33,12 @@ def test_the_local_driver_jvm_runs_with_the_sessions_options(spark: SparkSession
     assert _vm_option(spark, option) == value
 
 
-def test_the_local_session_merges_the_shuffle_by_size_and_carries_the_reports_pass(spark: SparkSession) -> None:
+def test_the_local_session_merges_the_shuffle_by_size(spark: SparkSession) -> None:
     # A task of the pass over the rooms holds its whole partition: its size, not the input's, must bound it.
-    conf = spark.sparkContext.getConf()
-    assert conf.get("spark.sql.adaptive.coalescePartitions.parallelismFirst") == "false"
-    assert conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes") == "32m"
-    assert any(jar.endswith("/inturn-reports.jar") for jar in (conf.get("spark.jars") or "").split(","))
+    assert spark.conf.get("spark.sql.adaptive.coalescePartitions.parallelismFirst") == "false"
+    assert spark.conf.get("spark.sql.adaptive.advisoryPartitionSizeInBytes") == "32m"
+
+
+def test_the_local_session_runs_the_python_workers_in_this_interpreter() -> None:
+    # The pass over the rooms imports inturn_reports in the workers: they must run where it is installed.
+    assert os.environ.get("PYSPARK_PYTHON") == sys.executable

@@ -54,7 +54,7 @@ def generated(spark: SparkSession, request: pytest.FixtureRequest) -> dict[str, 
 def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> None:
     # Guards the oracle comparisons below against a generator that stopped producing some case.
     rows = oracle.summary(generated["msgs"])
-    totals = {k: sum(r[k] for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
+    totals = {k: sum(r[k] or 0 for r in rows) for k in ("ack_timeouts", "late_acks", "retries", "dead_letters",
                                                     "skipped_duplicates", "no_device_ts", "inverted", "failed",
                                                     "sent_unacked", "dispatched", "duplicates")}  # fmt: skip
     # A re-send shows as a second dispatched event only: with terminal events alone it cannot be seen.
@@ -191,12 +191,16 @@ def test_a_message_reaching_the_device_at_the_same_moment_as_the_one_before_is_n
     assert [(r["pairs"], r["inverted"], r["out_of_order_rate"]) for r in rooms.to_pylist()] == [(2, 1, 0.5)]
 
 
-def test_events_and_acks_are_shuffled_once_by_room_and_the_acks_read_once(spark: SparkSession) -> None:
+def test_events_and_acks_are_shuffled_once_by_room_and_the_acks_read_once(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
     # docs/reports.md, "The plan": one exchange, by room, of the events and all the acks (those known only by
     # platform message id included); the pass over each room does the rest in the room's partition.
     stream = generate(seed=3, rooms=4, messages_per_room=3, start_ms=START, span_ms=SPAN)
     rows = room_rows(events_frame(spark, stream.events), acks_frame(spark, stream.acks))
-    plan = rows._jdf.queryExecution().executedPlan().toString()
+    capsys.readouterr()
+    rows.explain()  # the physical plan, on stdout (public API, classic and Spark Connect)
+    plan = capsys.readouterr().out
     exchanges = [line.strip() for line in plan.splitlines() if "Exchange " in line]
     assert len(exchanges) == 1, plan
     assert "hashpartitioning(room_id#" in exchanges[0], exchanges

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from inturn.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``report``."""
@@ -21,9 +23,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from inturn.errors import ConfigError
-    from inturn_reports.flags import settings_from
-    from inturn_reports.job import parse_time, run_args  # importing the job starts no Spark
+    try:
+        from inturn_reports.flags import settings_from
+        from inturn_reports.job import parse_time, run_args  # importing the job starts no Spark
+    except ImportError as exc:  # pyspark, pyarrow, numpy, pandas: the report's extra, not in a service install
+        raise ConfigError(f"the report needs its extra (pip install 'inturn[report]'): {exc.name} is missing") from exc
 
     # The flags and settings are checked here, before run_args starts Spark (tens of seconds).
     from_ms, to_ms = parse_time(args.from_), parse_time(args.to)

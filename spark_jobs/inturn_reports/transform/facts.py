@@ -31,15 +31,14 @@ latency counts (``tables.split`` reads its output). docs/reports.md says why tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from inturn.errors import ConfigError
 from inturn.schemas import ANSWERED, TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
+from inturn_reports.transform.arrow_pass import DDL, PassParams, run_batches
 from inturn_reports.transform.outcomes import OUTCOMES
 
 _KEY = ["room_id", "message_id"]
@@ -171,29 +170,16 @@ ROOM_LEVEL = 0.95
 
 
 def room_pass(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataFrame:
-    """``RoomPass`` over the room rows of ``events`` and ``acks``: a frame of rooms-table rows (whole) and cell and
-    latency-count rows (partial per task), told apart by ``kind``; ``tables.split`` makes the tables of it."""
-    rows = room_rows(events, acks)
-    spark = rows.sparkSession
-    gateway = spark.sparkContext._gateway  # PySpark's own py4j gateway: how JVM code is called
-    jvm = spark._jvm
-    if gateway is None or jvm is None:
-        raise ConfigError("the report needs classic Spark (a JVM it calls through py4j), not a Spark Connect session")
-
-    def array(kind: Any, values: Sequence[Any]) -> Any:
-        out = gateway.new_array(kind, len(values))
-        for i, value in enumerate(values):
-            out[i] = value
-        return out
-
-    frame = jvm.inturn.reports.RoomPass.run(
-        rows._jdf,  # the JVM side of the frame
-        params.from_ms,
-        params.to_ms,
-        params.timeline_bucket_ms,
-        array(jvm.String, _MODES),
-        len(OUTCOMES),
-        array(jvm.int, MASKS),
-        ROOM_LEVEL,
+    """The pass over the room rows of ``events`` and ``acks`` (``arrow_pass``, run by ``mapInArrow`` in each room
+    partition): a frame of rooms-table rows (whole) and cell and latency-count rows (partial per task), told apart
+    by ``kind``; ``tables.split`` makes the tables of it."""
+    settings = PassParams(
+        from_ms=params.from_ms,
+        to_ms=params.to_ms,
+        bucket_ms=params.timeline_bucket_ms,
+        modes=_MODES,
+        outcomes=len(OUTCOMES),
+        masks=MASKS,
+        level=ROOM_LEVEL,
     )
-    return DataFrame(frame, spark)
+    return room_rows(events, acks).mapInArrow(functools.partial(run_batches, p=settings), DDL)

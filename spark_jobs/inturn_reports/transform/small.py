@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from inturn_reports.transform.measurable import not_measurable
 from inturn_reports.transform.outcomes import LATENCY_EDGES_MS, MEASURES, OUTCOMES
 
 _LONG, _DOUBLE, _STRING = pa.int64(), pa.float64(), pa.string()
@@ -58,6 +59,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         *[(f"{measure}_{label}_ms", _DOUBLE) for measure in MEASURES for label in _LEVELS.values()],
         *[(name, _LONG) for name in _SUMMARY_PAIRS],
         *[(name, _DOUBLE) for name in (*_SUMMARY_RATES, "out_of_order_rate")],
+        ("out_of_order_note", _STRING),
+        ("delivered_note", _STRING),
     ),
     "rooms": _schema(
         ("date", pa.date32()),
@@ -68,6 +71,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         *[(name, _LONG) for name in ROOM_COUNTS],
         ("e2e_p95_ms", _DOUBLE),
         ("out_of_order_rate", _DOUBLE),
+        ("out_of_order_note", _STRING),
     ),
     "worst_rooms": _schema(
         ("date", pa.date32()),
@@ -94,6 +98,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("e2e_p99_ms", _DOUBLE),
         ("delivered_rate", _DOUBLE),
         ("out_of_order_rate", _DOUBLE),
+        ("out_of_order_note", _STRING),
+        ("delivered_note", _STRING),
     ),
 }
 
@@ -191,6 +197,21 @@ def percentiles(counted_values: ValueCounts, levels: Sequence[float]) -> list[fl
     return out
 
 
+def only_what_it_can_see(row: Row) -> Row:
+    """``row`` (of a platform) with the figures its platform cannot report null, and the reasons as notes
+    (``measurable``): never a 0 that only says nothing was seen."""
+    platform = row.get("platform")
+    row["out_of_order_note"] = not_measurable(platform, "out_of_order")
+    if row["out_of_order_note"] is not None:
+        for name in ("pairs", "inverted", "out_of_order_rate"):
+            row[name] = None
+    if "delivered_note" in row or "delivered" in row:
+        row["delivered_note"] = not_measurable(platform, "delivered")
+        if row["delivered_note"] is not None:
+            row["delivered"] = row["delivered_rate"] = None
+    return row
+
+
 def summary(c: CountedRows) -> pa.Table:
     """Per day, platform and mode: outcome counts and rates, latency percentiles, out-of-order rate."""
     keys = ("date", "platform", "mode")
@@ -205,6 +226,7 @@ def summary(c: CountedRows) -> pa.Table:
         for name, part in _SUMMARY_RATES.items():
             row[name] = _rate(row[part], row["messages"])
         row["out_of_order_rate"] = _rate(row["inverted"], row["pairs"])
+        only_what_it_can_see(row)
     return table("summary", groups.values())
 
 
@@ -222,6 +244,7 @@ def platforms(c: CountedRows) -> pa.Table:
     for row in groups.values():
         row["delivered_rate"] = _rate(row["delivered"], row["messages"])
         row["out_of_order_rate"] = _rate(row["inverted"], row["pairs"])
+        only_what_it_can_see(row)
     return table("platforms", groups.values())
 
 
@@ -270,19 +293,20 @@ def top(
     return out
 
 
-#: The measures the worst rooms are ranked by, and the rooms where each means something (the trends rank by the
-#: first two over the nights).
+#: The measures the worst rooms are ranked by, and the rooms that take part in each: those whose measure is above 0
+#: (a room with nothing out of order or no timeout is not among the worst, and a room whose platform cannot order
+#: its messages has no rate). The trends rank by the first two over the nights.
 WORST: list[tuple[str, Callable[[pa.Table], pa.ChunkedArray]]] = [
-    ("out_of_order_rate", lambda t: pc.greater(t["pairs"], 0)),
+    ("out_of_order_rate", lambda t: pc.greater(t["out_of_order_rate"], 0)),
     ("ack_timeouts", lambda t: pc.greater(t["ack_timeouts"], 0)),
-    ("e2e_p95_ms", lambda t: pc.is_valid(t["e2e_p95_ms"])),
+    ("e2e_p95_ms", lambda t: pc.greater(t["e2e_p95_ms"], 0)),
 ]
 
 
 def worst_rooms(rooms_table: pa.Table, top_n: int) -> pa.Table:
     """Per day, the ``top_n`` rooms by out-of-order rate, by ack timeouts and by p95 end-to-end latency.
 
-    Only rooms where the measure means something take part (pairs > 0, timeouts > 0, a latency);
+    Only rooms whose measure is above 0 take part (``WORST``);
     ties go to the smaller room id, so the list is the same on every run.
     """
     return table("worst_rooms", top(rooms_table, WORST, ["date"], top_n, ["room_id", "platform", "mode"]))

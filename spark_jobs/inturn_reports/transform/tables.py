@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from inturn_reports.transform.measurable import not_measurable
 from inturn_reports.transform.outcomes import MEASURES, OUTCOMES
 from inturn_reports.transform.small import ROOM_COUNTS, CountedRows, conform, grouped
 
@@ -38,10 +39,16 @@ def split(passed: pa.Table) -> tuple[pa.Table, CountedRows]:
     keys = ["date", "platform", "mode"]
     rooms = passed.filter(pc.equal(kind, ROOM))
     counts = _counts(rooms, ["messages", *ROOM_COUNTS])
+    # A room whose platform cannot order its messages has no pairs and no rate, but the reason (``measurable``).
+    notes = pa.array([not_measurable(p, "out_of_order") for p in rooms["platform"].to_pylist()], pa.string())
+    measurable = pc.is_null(notes)
+    for name in ("pairs", "inverted"):
+        counts[name] = pc.if_else(measurable, counts[name], None)
     pairs = counts["pairs"].cast(pa.float64())
     rate = pc.if_else(pc.greater(pairs, 0), pc.divide(counts["inverted"].cast(pa.float64()), pairs), None)
     rooms = conform("rooms", pa.table({**{k: rooms[k] for k in ("date", "room_id", "platform", "mode")}, **counts,
-                                        "e2e_p95_ms": rooms["e2e_p95_ms"], "out_of_order_rate": rate}))  # fmt: skip
+                                        "e2e_p95_ms": rooms["e2e_p95_ms"], "out_of_order_rate": rate,
+                                        "out_of_order_note": notes}))  # fmt: skip
     cell_rows = passed.filter(pc.equal(kind, CELL))
     cells = pa.table({**{k: cell_rows[k] for k in keys}, "bucket_start_ms": cell_rows["key"],
                       **_counts(cell_rows, COUNTS)})  # fmt: skip

@@ -56,7 +56,8 @@ def worst_rooms_of_the_nights(room_rows: pa.Table, params: TrendParams) -> list[
     """The ``top_n`` rooms over all covered nights together, by out-of-order rate and by ack timeouts.
 
     A room's figures are summed over its nights (rate = inverted / pairs of the sum); only rooms
-    where the measure means something take part (pairs > 0, timeouts > 0); ties to the smaller room id.
+    whose measure is above 0 take part (a room whose platform cannot order its messages has no pairs, so no rate);
+    ties to the smaller room id.
     The rows are in the order the page lists them: by measure, then rank.
     """
     keys = ["room_id", "platform", "mode"]
