@@ -129,6 +129,12 @@ def test_install_then_upgrade_against_the_api_server(helm: Helm, api: ApiServer,
     # NOTES warns loudly exactly when the bridge takes unauthenticated pushes (the isolated scenario opts out).
     opted_out = ((values_of(files).get("bridge") or {}).get("push") or {}).get("allowUnauthenticated") is True
     assert ("WARNING: UNAUTHENTICATED PUSH" in install.stdout) == opted_out, install.stdout
+    # ... and when the dashboard is on without the recording rules its panels read (the default values).
+    metrics = values_of(files).get("metrics") or {}
+    rules_on = (metrics.get("prometheusRule") or {}).get("enabled") is True
+    dashboard_on = (metrics.get("dashboard") or {}).get("enabled", True) is not False
+    empty_panels = "its panels stay empty" in install.stdout
+    assert empty_panels == (dashboard_on and not rules_on), install.stdout
     upgrade = kube(
         helm, api, "upgrade", RELEASE, str(CHART), "-n", namespace, "--no-hooks", *flags,
         "--set", "commonLabels.inturn-upgraded=yes",
