@@ -88,3 +88,26 @@ def test_resource_names_fit_in_63_characters(helm: Helm) -> None:
     for manifest in helm.render(release=release, files=(CHART / "ci" / "full-values.yaml",)):
         limit = 52 if manifest["kind"] == "CronJob" else 63
         assert len(manifest["metadata"]["name"]) <= limit, manifest["metadata"]["name"]
+
+
+def test_the_report_runs_the_report_image_and_the_services_the_service_image(helm: Helm) -> None:
+    # The service image carries no Spark (the Dockerfile's REPORT=1 build does), so the report's pods and the
+    # executors Spark creates must name the report image.
+    values = {"image": {"repository": "registry.example/inturn", "tag": "1.2.3"}}
+    manifests = helm.render(values)
+    cron = of_kind(manifests, "CronJob")[0]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    driver = next(c for c in pod["containers"] if c["name"] != "sidecar")
+    assert driver["image"] == "registry.example/inturn-report:1.2.3"
+    assert "spark.kubernetes.container.image='registry.example/inturn-report:1.2.3'" in " ".join(
+        driver.get("command", []) + driver.get("args", [])
+    )
+    for kind in ("StatefulSet", "Deployment"):
+        for workload in of_kind(manifests, kind):
+            for container in workload["spec"]["template"]["spec"]["containers"]:
+                assert container["image"] == "registry.example/inturn:1.2.3", workload["metadata"]["name"]
+    pinned = helm.render(
+        {**values, "report": {"image": {"repository": "other/report", "digest": "sha256:" + "a" * 64}}}
+    )
+    pinned_pod = of_kind(pinned, "CronJob")[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pinned_pod["containers"][0]["image"] == "other/report@sha256:" + "a" * 64

@@ -64,6 +64,18 @@ app.kubernetes.io/part-of: inturn
 {{- end }}
 {{- end }}
 
+{{- /* The report's image: the service image's repository with "-report" unless report.image says otherwise. */}}
+{{- define "inturn.reportImage" -}}
+{{- $img := .Values.report.image }}
+{{- $repo := default (printf "%s-report" .Values.image.repository) $img.repository }}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) $img.tag }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $repo $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+{{- end }}
+
 {{- define "inturn.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "inturn.fullname" .) .Values.serviceAccount.name }}
