@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from inturn_devtools.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "kube-apiserver.sh"
@@ -92,15 +93,13 @@ class ApiServer:
 
     def wait_established(self, crd: str, timeout: float = 60.0) -> None:
         """Polls until the API server serves a CustomResourceDefinition (condition Established), or fails."""
-        deadline = time.monotonic() + timeout
         path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
-        while True:
+
+        def established() -> bool:
             conditions = self.request("GET", path).get("status", {}).get("conditions", [])
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{crd} not established within {timeout} s: {conditions}")
-            time.sleep(0.2)
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        wait_until(established, timeout, f"{crd} established on the API server", every=0.2)
 
     def create_namespace(self, name: str) -> None:
         """A namespace (and its default ServiceAccount, which no controller creates here)."""
