@@ -140,5 +140,5 @@ def test_inturn_produce_to_pubsub_publishes_with_the_room_as_ordering_key(
 
 
 def test_inturn_produce_refuses_rooms_together_with_a_pattern(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["produce", "--rooms", "3", "--pattern", "A1 B2"]) == 2
+    assert main(["produce", "--rooms", "3", "--pattern", "A1 B2"]) == 1  # every CLI failure exits 1 (docs/cli.md)
     assert "exclude each other" in capsys.readouterr().err
