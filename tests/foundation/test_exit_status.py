@@ -11,8 +11,8 @@ from inturn_cli.main import main
 def test_every_error_of_inturns_exits_1_in_one_line_naming_a_configuration_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert exit_status("inturn report", ConfigError("INTURN_REPORT_OUT is not set;\n  see the docs")) == 1
-    assert capsys.readouterr().err == "inturn report: configuration error: INTURN_REPORT_OUT is not set; see the docs\n"
+    assert exit_status("inturn report", ConfigError("INTURN_REPORT_OUT_DIR is not set;\n  see docs")) == 1
+    assert capsys.readouterr().err == "inturn report: configuration error: INTURN_REPORT_OUT_DIR is not set; see docs\n"
     assert exit_status("inturn", SchemaError("not JSON")) == 1
     assert capsys.readouterr().err == "inturn: not JSON\n"
     assert exit_status("inturn", InturnError("no such room")) == 1

@@ -86,6 +86,8 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "INTURN_WORKER_PROFILE": "development aid: the worker writes cProfile stats to this file on exit",
     "INTURN_BENCH_COMMIT": "the commit a benchmark run measured, outside git",
     "INTURN_TESTS_NO_DOCKER": "the tests start Kafka, PostgreSQL and the emulator without Docker",
+    "INTURN_TEST_SPARK_JARS": "0: the report's tests start Spark without the Kafka and JDBC jars (make test-compat)",
+    "INTURN_LOAD_TESTS": "the tests also run the webhook's 30-second load test (tests/security/test_webhook_load.py)",
 }
 
 
