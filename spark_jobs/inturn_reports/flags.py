@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nights", type=int, help="nights of earlier output the trend charts cover (INTURN_REPORT_NIGHTS)"
     )
+    parser.add_argument(
+        "--json", action="store_true", help="print where the run went and what it counted as one JSON document"
+    )
     parser.add_argument("--jdbc-url", help="also write summary tables to PostgreSQL (INTURN_REPORT_JDBC_URL)")
 
 

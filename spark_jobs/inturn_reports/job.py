@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from inturn_reports.transform.trends import NIGHTLY, SUMMED
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ReportRun:
     """What a run wrote and counted."""
 
@@ -193,14 +194,21 @@ def run_args(args: argparse.Namespace) -> int:
         # The Kafka source and JDBC driver are fetched from Maven Central only when this run needs them.
         with_jars=settings.report_source == "kafka" or settings.report_jdbc_url is not None,
     )
-    result = run(spark, settings, from_ms, to_ms)
+    say(run(spark, settings, from_ms, to_ms), as_json=getattr(args, "json", False))
+    return 0
+
+
+def say(result: ReportRun, *, as_json: bool) -> None:
+    """Print where a run went and what it counted: lines for a person, or one JSON document (``--json``)."""
+    if as_json:
+        print(json.dumps(dataclasses.asdict(result), indent=2, default=str))  # paths as text, the tuple as a list
+        return
     print(f"report: {result.messages:,} messages in {result.seconds:.1f}s -> {result.out_dir}")
     print(f"html: {result.html}\nsummary: {result.summary_csv}")
     if result.bad_events or result.bad_acks:
         print(f"skipped unreadable records: events={result.bad_events} acks={result.bad_acks}")
     if result.jdbc_tables:
         print(f"jdbc: {', '.join(result.jdbc_tables)}")
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

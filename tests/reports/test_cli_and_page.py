@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +12,7 @@ from inturn.errors import ConfigError
 from inturn_cli.main import build_parser
 from inturn_reports.charts import bar_chart
 from inturn_reports.flags import settings_from
-from inturn_reports.job import parse_time
+from inturn_reports.job import ReportRun, parse_time, say
 
 
 @pytest.mark.parametrize(
@@ -53,3 +55,19 @@ def test_a_stacked_chart_draws_one_bar_per_series_and_category_with_its_value() 
     bars = re.findall(r'data-series="(\w)" data-category="(\w)" data-value="([\d.]+)"', svg)
     assert bars == [("x", "a", "1"), ("y", "a", "3"), ("x", "b", "2"), ("y", "b", "0")]
     assert "title &lt;&amp;&gt;" in svg
+
+
+def test_inturn_report_json_prints_the_run_as_one_document(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args(["report", "--from", "2026-09-23", "--to", "2026-09-24", "--json"])
+    assert args.json is True
+    run = ReportRun(
+        out_dir=Path("/r"), html=Path("/r/report.html"), summary_csv=Path("/r/summary.csv"), messages=1200,
+        bad_events=2, bad_acks=0, seconds=3.5, jdbc_tables=("report_summary",),
+    )  # fmt: skip
+    say(run, as_json=True)
+    assert json.loads(capsys.readouterr().out) == {
+        "out_dir": "/r", "html": "/r/report.html", "summary_csv": "/r/summary.csv", "messages": 1200,
+        "bad_events": 2, "bad_acks": 0, "seconds": 3.5, "jdbc_tables": ["report_summary"],
+    }  # fmt: skip
+    say(run, as_json=False)
+    assert capsys.readouterr().out.splitlines()[0] == "report: 1,200 messages in 3.5s -> /r"
