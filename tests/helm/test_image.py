@@ -74,3 +74,32 @@ def test_the_report_jars_are_built_into_the_folder_the_chart_puts_on_the_class_p
     command = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
     for jvm in ("driver", "executor"):
         assert f"--conf 'spark.{jvm}.extraClassPath=/opt/inturn/jars/*'" in command
+
+
+def _engine() -> str | None:
+    """``docker`` or ``buildah`` when one answers here (an engine, not only its client), else None."""
+    for tool, probe in (("docker", ["docker", "info"]), ("buildah", ["buildah", "info"])):
+        try:
+            if subprocess.run(probe, capture_output=True, timeout=20, check=False).returncode == 0:
+                return tool
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+@pytest.mark.timeout(3600)
+def test_both_images_build_and_only_the_report_image_carries_spark() -> None:
+    engine = _engine()
+    if engine is None:
+        pytest.skip("no container engine answers here (docker info, buildah info): hadolint alone checks it")
+    built = {}
+    for name, extra in (("inturn-ci", []), ("inturn-report-ci", ["--build-arg", "REPORT=1"])):
+        done = subprocess.run(
+            [engine, "build", *extra, "-t", f"{name}:test", str(REPO)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        built[name] = f"{name}:test"
+    for name, has_spark in (("inturn-ci", False), ("inturn-report-ci", True)):
+        python = ["--entrypoint", "/opt/inturn/venv/bin/python", built[name], "-c", "import pyspark"]
+        runner = [engine, "run", "--rm", *python]
+        assert (subprocess.run(runner, capture_output=True, check=False).returncode == 0) is has_spark, name
