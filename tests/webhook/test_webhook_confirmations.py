@@ -8,8 +8,8 @@ import time
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from inturn.errors import KafkaClientError
 from inturn.deadlines import COMPACT_MIN, Deadlines
+from inturn.errors import KafkaClientError
 from inturn_webhook.confirmations import Confirmation, KafkaNotConfirmedError
 
 
