@@ -156,7 +156,7 @@ class _Node:
         return subprocess.Popen(
             self.java(
                 "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config), log=fmt_log
-            ),  # noqa: E501 - one command
+            ),
             stdout=subprocess.DEVNULL,
         )
 
@@ -226,7 +226,8 @@ class LocalKafka:
         return ",".join(node.bootstrap for node in self.nodes.values())
 
     @property
-    def _voters(self) -> str:
+    def voters(self) -> str:
+        """The controller quorum every node is configured with (``id@host:port``)."""
         voter = self.controller or self.nodes[1]
         return f"{voter.node_id}@127.0.0.1:{voter.controller_port}"
 
@@ -234,12 +235,12 @@ class LocalKafka:
         """Format storage on first start, launch every node, and wait until the cluster serves metadata."""
         nodes = [*([self.controller] if self.controller else []), *self.nodes.values()]
         # The first formats run side by side: each is a JVM start of its own.
-        formatting = [node.format(self._voters, self.replication, self._cluster_id) for node in nodes]
+        formatting = [node.format(self.voters, self.replication, self._cluster_id) for node in nodes]
         if any(f is not None and f.wait() != 0 for f in formatting):
             raise RuntimeError(f"formatting Kafka storage under {self.workdir} failed (see its format.log files)")
         for node in nodes:
             if not node.running:
-                node.start(self._voters, self.replication, self._cluster_id)
+                node.start(self.voters, self.replication, self._cluster_id)
         self.wait_serving(timeout)
         return self
 
@@ -357,7 +358,7 @@ class LocalKafka:
         """Start node ``node_id`` again with its data and wait until it is registered."""
         node = self.nodes[node_id]
         if not node.running:
-            node.start(self._voters, self.replication, self._cluster_id)
+            node.start(self.voters, self.replication, self._cluster_id)
         wait_until(
             lambda: self._registered(node),
             timeout,
