@@ -43,7 +43,7 @@ from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
 from tests.support.messages import text_message
-from tests.support.topics import read_topic
+from tests.support.topics import read_topic as read_topic  # re-exported for the worker tests
 
 
 @dataclass
