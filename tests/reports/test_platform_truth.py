@@ -40,7 +40,9 @@ from inturn_reports.transform import ReportParams
 from inturn_reports.transform.measurable import not_measurable
 from tests.reports.conftest import acks_frame, events_frame
 
-pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
+#: A pipeline run and a Spark session: about a minute on a quiet box; far longer on a loaded one (the default 300 s
+#: per test was taken by the Spark session's start alone at a load average of 45).
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres, pytest.mark.timeout(1200)]
 
 #: Rooms per platform and messages per room: 280 adjacent pairs per platform, enough that the log shows some
 #: out of order on every platform that delivers after a latency (16-20% in the runs measured).
