@@ -231,7 +231,7 @@ class LocalKafka:
         voter = self.controller or self.nodes[1]
         return f"{voter.node_id}@127.0.0.1:{voter.controller_port}"
 
-    def start(self, timeout: float = 120.0) -> LocalKafka:
+    def start(self, timeout: float = 300.0) -> LocalKafka:
         """Format storage on first start, launch every node, and wait until the cluster serves metadata."""
         nodes = [*([self.controller] if self.controller else []), *self.nodes.values()]
         # The first formats run side by side: each is a JVM start of its own.
@@ -244,7 +244,7 @@ class LocalKafka:
         self.wait_serving(timeout)
         return self
 
-    def wait_serving(self, timeout: float = 90.0) -> None:
+    def wait_serving(self, timeout: float = 300.0) -> None:
         """Wait until every running node is registered with the cluster and a node answers metadata."""
         for node in self.nodes.values():
             if node.running:
@@ -309,12 +309,13 @@ class LocalKafka:
     # One node at a time (a cluster's faults).
 
     def partition_state(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, list[int], list[int]]:
-        """A partition's leader (-1 when it has none), replicas and in-sync replicas, as the cluster reports them."""
+        """A partition's leader (-1 when it has none), replicas and in-sync replicas, as the cluster reports them
+        (``KeyError`` while the answering broker does not know the topic yet)."""
         meta = self._admin().list_topics(topic, timeout=timeout)
         part = meta.topics[topic].partitions[partition]
         return part.leader, list(part.replicas), list(part.isrs)
 
-    def leader(self, topic: str, partition: int, timeout: float = 10.0) -> int:
+    def leader(self, topic: str, partition: int, timeout: float = 60.0) -> int:
         """The node id leading ``topic``/``partition`` (waits until it has one)."""
         found: list[int] = []
 
@@ -325,7 +326,9 @@ class LocalKafka:
                 return True
             return False
 
-        wait_until(has_leader, timeout, f"a leader of {topic}/{partition}", every=0.2, ignore=(KafkaException,))
+        wait_until(
+            has_leader, timeout, f"a leader of {topic}/{partition}", every=0.2, ignore=(KafkaException, KeyError)
+        )
         return found[-1]
 
     def in_sync(self, topic: str, partitions: int) -> dict[int, list[int]]:
@@ -339,6 +342,8 @@ class LocalKafka:
         def all_in_sync() -> bool:
             meta = self._admin().list_topics(timeout=10)
             names = topics if topics is not None else list(meta.topics)
+            if any(t not in meta.topics for t in names):
+                return False  # not in this broker's metadata yet
             parts = [p for t in names for p in meta.topics[t].partitions.values()]
             return all(sorted(p.isrs) == sorted(p.replicas) for p in parts)
 
@@ -354,7 +359,7 @@ class LocalKafka:
         """Stop node ``node_id`` cleanly (SIGTERM: controlled shutdown hands its leaderships over first)."""
         self.nodes[node_id].stop(timeout)
 
-    def start_broker(self, node_id: int, timeout: float = 90.0) -> None:
+    def start_broker(self, node_id: int, timeout: float = 300.0) -> None:
         """Start node ``node_id`` again with its data and wait until it is registered."""
         node = self.nodes[node_id]
         if not node.running:

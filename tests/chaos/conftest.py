@@ -175,4 +175,5 @@ def progress(scenario: Scenario, share: float, total: int, within: float = 120) 
         within,
         f"{scenario.name}: {share:.0%} of {total} delivered",
         every=0.3,
+        ignore=(urllib.error.URLError, OSError),  # the simulator is busy (a loaded box): ask again
     )

@@ -57,7 +57,7 @@ def own_kafka() -> Iterator[LocalKafka]:
 def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
     """``settings`` pointed at ``broker``, with the four topics created and serving."""
     settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
-    topics.create(make_admin(settings), settings)
+    topics.create(make_admin(settings), settings, timeout=120)  # generous: a loaded box answers slowly
     return settings
 
 
