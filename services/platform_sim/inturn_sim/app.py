@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -25,13 +26,18 @@ REGISTRY = web.AppKey("sim_registry", CollectorRegistry)
 
 
 class FaultRequest(BaseModel):
-    """Body of ``POST /_sim/faults``: the next ``count`` sends (to ``recipient``, or any) get ``status``."""
+    """Body of ``POST /_sim/faults``: the next ``count`` sends (to ``recipient`` from ``account``, or any) get
+    ``status``; with ``for_s``, every matching send during the next ``for_s`` seconds does (``count`` unused)."""
 
     model_config = ConfigDict(extra="forbid")
 
     recipient: str | None = None
+    account: str | None = Field(
+        None, description="Only sends of this account (phone_number_id, page, IG account, Account SID, 'bot')."
+    )
     status: Literal[400, 401, 429, 500, 503]
     count: int = Field(1, ge=1)
+    for_s: float | None = Field(None, gt=0, le=3600, description="A storm: every matching send for this long.")
     retry_after: float | None = Field(None, ge=0, description="Retry-After of a 429 (seconds; default 1).")
 
 
@@ -134,8 +140,9 @@ async def faults(request: web.Request) -> web.Response:
         ask = FaultRequest.model_validate_json(await request.read())
     except ValidationError as exc:
         return _json({"error": str(exc)}, status=400)
-    sim.add_fault(Fault(ask.status, ask.count, ask.recipient, ask.retry_after))
-    return _json({"queued": ask.count, "faults": len(sim.faults)})
+    until = time.monotonic() + ask.for_s if ask.for_s is not None else None
+    sim.add_fault(Fault(ask.status, ask.count, ask.recipient, ask.retry_after, ask.account, until))
+    return _json({"queued": ask.count, "for_s": ask.for_s, "faults": len(sim.faults)})
 
 
 async def release(request: web.Request) -> web.Response:

@@ -90,6 +90,8 @@ class Stats:
     callback_requests: int = 0  # callback requests answered 2xx
     callback_retries: int = 0  # callback requests retried after non-2xx or no answer
     callbacks_failed: int = 0  # statuses given up after the last retry
+    callbacks_duplicated: int = 0  # statuses the platform called back a second time (callback_duplicate_rate)
+    callbacks_delayed: int = 0  # statuses held back by callback_delay before being called back
     callbacks_unsent: int = 0  # statuses not sent because no webhook URL is configured
     withheld: int = 0  # statuses held back right now (withhold_recipients)
     pending: int = 0  # accepted messages not yet at the device

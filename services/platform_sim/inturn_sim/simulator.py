@@ -47,12 +47,15 @@ MESSAGE_TYPES = frozenset(
 
 @dataclass(slots=True)
 class Fault:
-    """A queued one-shot answer (``POST /_sim/faults``): the next ``remaining`` matching sends get ``status``."""
+    """A queued answer (``POST /_sim/faults``): the next ``remaining`` matching sends get ``status``, or, with
+    ``until`` (monotonic seconds), every matching send until then (a storm or a burst)."""
 
     status: int
     remaining: int
     recipient: str | None = None
     retry_after: float | None = None
+    account: str | None = None  # phone_number_id, page, IG account, Account SID or "bot"; None: any
+    until: float | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Simulator:
             generation=lambda: self.generation,
             on_done=self._status_called_back,
             twilio_auth_token=settings.sim_twilio_auth_token.get_secret_value().encode(),
+            rng=self.rng,
         )
         self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
         self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
@@ -140,7 +144,7 @@ class Simulator:
             self.stats.reject(400)
             return Answer(400, meta.error_body(400, problem))
         to: str = body["to"]
-        if self.faults and (fault := self._take_fault(to)) is not None:
+        if self.faults and (fault := self._take_fault(phone_number_id, to)) is not None:
             return self._fault_answer(fault)
         knobs = self.knobs
         if knobs.rate_limit_per_s > 0 and (wait := self._take_token(phone_number_id)) is not None:
@@ -179,7 +183,7 @@ class Simulator:
     def gate(self, account: str, to: str) -> tuple[int, float | None] | None:
         """Queued faults, the rate limit per ``account`` and the 5xx rate, for the platforms other than WhatsApp: None
         when the send may be accepted, else the HTTP status to answer (counted) and its Retry-After seconds."""
-        if self.faults and (fault := self._take_fault(to)) is not None:
+        if self.faults and (fault := self._take_fault(account, to)) is not None:
             self.stats.reject(fault.status)
             after = (fault.retry_after if fault.retry_after is not None else 1.0) if fault.status == 429 else None
             return fault.status, after
@@ -345,12 +349,19 @@ class Simulator:
         bucket[0] = tokens
         return (1 - tokens) / rate
 
-    def _take_fault(self, to: str) -> Fault | None:
-        for fault in self.faults:
-            if fault.recipient is None or fault.recipient == to:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self.faults.remove(fault)
+    def _take_fault(self, account: str, to: str) -> Fault | None:
+        now = time.monotonic()
+        for fault in list(self.faults):
+            if fault.until is not None and now >= fault.until:
+                self.faults.remove(fault)  # a storm that is over
+                continue
+            if (fault.recipient is None or fault.recipient == to) and (
+                fault.account is None or fault.account == account
+            ):
+                if fault.until is None:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self.faults.remove(fault)
                 return fault
         return None
 
