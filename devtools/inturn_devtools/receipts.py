@@ -2,9 +2,11 @@
 
 The platform simulator logs one receipt per device delivery, in device order. ``check`` compares
 that log with the per-room order in which messages were produced to Kafka and reports, per room and
-in total: messages lost (produced, never received), duplicated (extra copies received), reordered
-(adjacent inversions of the first receptions against room order) and unexpected (received, never
-produced). Every ordering and fault test reads its verdict from here.
+in total: messages lost (produced, never received), duplicated (extra copies received while nothing
+newer of the room had arrived yet), reordered (adjacent inversions of the first receptions against room
+order, plus stale copies: an older message received again after a newer one of its room, which the
+recipient sees out of order) and unexpected (received, never produced). Duplicates are judged per room
+too: ``worst_room`` names the room with the most. Every ordering and fault test reads its verdict from here.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ class RoomReport:
     produced: int
     received: int  # distinct produced messages that arrived at least once
     lost: tuple[str, ...] = ()
-    duplicated: int = 0  # extra copies: a message received 3 times counts 2
-    reordered: int = 0  # adjacent inversions in device order of first receptions
+    duplicated: int = 0  # extra copies not stale: a message received 3 times in a row counts 2
+    reordered: int = 0  # adjacent inversions in device order of first receptions, plus ``stale``
     unexpected: tuple[str, ...] = ()
+    stale: int = 0  # copies of a message received after a newer message of the room (counted in ``reordered``)
 
     @property
     def clean(self) -> bool:
@@ -64,8 +67,28 @@ class Report:
 
     @property
     def reordered(self) -> int:
-        """Adjacent inversions over all rooms."""
+        """Adjacent inversions of first receptions and stale copies, over all rooms."""
         return sum(r.reordered for r in self.rooms.values())
+
+    @property
+    def stale(self) -> int:
+        """Stale copies (older messages received again after newer ones), over all rooms; part of ``reordered``."""
+        return sum(r.stale for r in self.rooms.values())
+
+    @property
+    def worst_room(self) -> RoomReport | None:
+        """The room with the most duplicates (ties: the first by room id), or None when no room has any."""
+        worst: RoomReport | None = None
+        for room in sorted(self.rooms.values(), key=lambda r: r.room_id):
+            if room.duplicated > (worst.duplicated if worst is not None else 0):
+                worst = room
+        return worst
+
+    @property
+    def max_duplicated_per_room(self) -> int:
+        """The duplicates of the worst room (0 when none has any)."""
+        worst = self.worst_room
+        return worst.duplicated if worst is not None else 0
 
     @property
     def unexpected(self) -> int:
@@ -73,21 +96,35 @@ class Report:
         return sum(len(r.unexpected) for r in self.rooms.values())
 
     def ok(
-        self, *, max_lost: int = 0, max_duplicates: int = 0, max_reordered: int = 0, max_unexpected: int = 0
+        self,
+        *,
+        max_lost: int = 0,
+        max_duplicates: int = 0,
+        max_reordered: int = 0,
+        max_unexpected: int = 0,
+        max_duplicates_per_room: int | None = None,
     ) -> bool:
-        """Whether every total is within its bound (all 0 by default: a perfect run)."""
+        """Whether every total is within its bound (all 0 by default: a perfect run).
+
+        ``max_duplicates_per_room`` bounds every room's duplicates too (unset: only the total is bounded).
+        """
         return (
             self.lost <= max_lost
             and self.duplicated <= max_duplicates
+            and (max_duplicates_per_room is None or self.max_duplicated_per_room <= max_duplicates_per_room)
             and self.reordered <= max_reordered
             and self.unexpected <= max_unexpected
         )
 
     def summary(self, worst: int = 5) -> str:
         """A few readable lines: totals, then the ``worst`` rooms with anything wrong."""
+        worst_room = self.worst_room
         lines = [
-            f"{len(self.rooms)} rooms, {self.produced} produced: lost {self.lost}, duplicated {self.duplicated}, "
-            f"reordered {self.reordered} (in {len(self.reordered_rooms)} rooms), unexpected {self.unexpected}"
+            f"{len(self.rooms)} rooms, {self.produced} produced: lost {self.lost}, duplicated {self.duplicated}"
+            + (f" (worst room {worst_room.room_id}: {worst_room.duplicated})" if worst_room is not None else "")
+            + f", reordered {self.reordered} (in {len(self.reordered_rooms)} rooms"
+            + (f", {self.stale} stale re-sends" if self.stale else "")
+            + f"), unexpected {self.unexpected}"
             + (f", unattributed receipts {self.unattributed}" if self.unattributed else "")
         ]
         bad = sorted(
@@ -98,7 +135,9 @@ class Report:
             lines.append(
                 f"  {room.room_id}: produced {room.produced}, received {room.received}, "
                 f"lost {len(room.lost)} {list(room.lost[:5])}, duplicated {room.duplicated}, "
-                f"reordered {room.reordered}, unexpected {len(room.unexpected)} {list(room.unexpected[:5])}"
+                f"reordered {room.reordered}"
+                + (f" ({room.stale} stale)" if room.stale else "")
+                + f", unexpected {len(room.unexpected)} {list(room.unexpected[:5])}"
             )
         if len(bad) > worst:
             lines.append(f"  ... and {len(bad) - worst} more rooms with problems")
@@ -109,25 +148,36 @@ def check(receipts: Iterable[Mapping[str, Any]], produced: Mapping[str, Sequence
     """Compare device receipts (in device order, or carrying ``seq``) with each room's produced order."""
     ordered = sorted(receipts, key=lambda r: r.get("seq", 0))  # stable: receipts without seq keep their order
     unattributed = 0
-    copies: dict[tuple[str, str], int] = {}
+    positions_of: dict[str, dict[str, int]] = {}
+    for room, room_order in produced.items():
+        position = positions_of.setdefault(room, {})
+        for index, message in enumerate(room_order):
+            position.setdefault(message, index)
+    seen: set[tuple[str, str]] = set()
     first_order: dict[str, list[str]] = {}  # room -> message ids in device order of first reception
+    newest: dict[str, int] = {}  # room -> the latest room position received so far
+    duplicated: dict[str, int] = {}
+    stale: dict[str, int] = {}
     for receipt in ordered:
-        room, message = receipt.get("room_id"), receipt.get("message_id")
-        if room is None or message is None:
+        room_id, message_id = receipt.get("room_id"), receipt.get("message_id")
+        if room_id is None or message_id is None:
             unattributed += 1
             continue
-        key = (room, message)
-        seen = copies.get(key, 0)
-        copies[key] = seen + 1
-        if seen == 0:
+        room, message = str(room_id), str(message_id)
+        at = positions_of.get(room, {}).get(message)
+        if (room, message) not in seen:
+            seen.add((room, message))
             first_order.setdefault(room, []).append(message)
+        elif at is not None and at < newest.get(room, -1):
+            stale[room] = stale.get(room, 0) + 1  # an older message again after a newer one: out of order
+        else:
+            duplicated[room] = duplicated.get(room, 0) + 1
+        if at is not None:
+            newest[room] = max(newest.get(room, -1), at)
 
     rooms: dict[str, RoomReport] = {}
     for room in sorted(set(produced) | set(first_order)):
-        room_order = produced.get(room, ())
-        position: dict[str, int] = {}
-        for index, message in enumerate(room_order):
-            position.setdefault(message, index)
+        position = positions_of.get(room, {})
         arrived = first_order.get(room, [])
         arrived_set = set(arrived)
         positions = [position[m] for m in arrived if m in position]
@@ -136,9 +186,10 @@ def check(receipts: Iterable[Mapping[str, Any]], produced: Mapping[str, Sequence
             produced=len(position),
             received=len(positions),
             lost=tuple(m for m in position if m not in arrived_set),
-            duplicated=sum(copies[(room, m)] - 1 for m in arrived),
-            reordered=sum(1 for a, b in itertools.pairwise(positions) if a > b),
+            duplicated=duplicated.get(room, 0),
+            reordered=sum(1 for a, b in itertools.pairwise(positions) if a > b) + stale.get(room, 0),
             unexpected=tuple(m for m in arrived if m not in position),
+            stale=stale.get(room, 0),
         )
     reordered_rooms = tuple(room for room, report in rooms.items() if report.reordered)
     return Report(rooms=rooms, unattributed=unattributed, reordered_rooms=reordered_rooms)

@@ -48,8 +48,8 @@ def test_kill_9_of_a_worker_every_10_s_over_5k_rooms_loses_and_reorders_nothing(
             victim = names[index]
             owned = owned_partitions(line.postgres_dsn, line.topics.topic_messages, victim)
             line.workers[victim].kill()
-            bound = len(rooms_of(owned, BIG_ROOMS, line.topics.topic_partitions))
-            scenario.fault(f"kill -9 {victim} owning partitions {sorted(owned)}", bound)
+            touched = rooms_of(owned, BIG_ROOMS, line.topics.topic_partitions)
+            scenario.fault(f"kill -9 {victim} owning partitions {sorted(owned)}", len(touched), touched)
             kills += 1
             replace(line, names, index, kills)
             next_kill += 10
@@ -80,9 +80,8 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
     frozen = line.workers["w1"]
     moved = owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1")
     frozen.freeze()
-    scenario.fault(
-        f"SIGSTOP w1 owning partitions {sorted(moved)}", len(rooms_of(moved, ROOMS, line.topics.topic_partitions))
-    )
+    touched = rooms_of(moved, ROOMS, line.topics.topic_partitions)
+    scenario.fault(f"SIGSTOP w1 owning partitions {sorted(moved)}", len(touched), touched)
     try:
         wait_until(
             lambda: not owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1"),

@@ -41,15 +41,74 @@ def test_a_message_never_received_is_lost_in_its_room() -> None:
     assert report.ok(max_lost=1)
 
 
-def test_a_message_received_three_times_counts_two_duplicates() -> None:
-    log = receipts(("A", "a1"), ("A", "a1"), ("A", "a2"), ("A", "a1"), ("A", "a3"), ("B", "b1"), ("B", "b2"))
+def test_a_message_received_three_times_in_a_row_counts_two_duplicates_in_its_room() -> None:
+    log = receipts(("A", "a1"), ("A", "a1"), ("A", "a1"), ("A", "a2"), ("A", "a3"), ("B", "b1"), ("B", "b2"))
     report = check(log, PRODUCED)
     assert report.duplicated == 2
     assert report.rooms["A"].duplicated == 2
-    # the late copy of a1 is not a reordering: order is judged on first receptions only
+    assert report.rooms["B"].duplicated == 0
     assert report.reordered == 0
     assert report.ok(max_duplicates=2)
     assert not report.ok(max_duplicates=1)
+
+
+def test_a_stale_copy_of_an_older_message_after_a_newer_one_is_reordering_not_a_duplicate() -> None:
+    # a1 again after a2: the device shows a1, a2, a1 (the re-send of a worker whose cursor went back)
+    log = receipts(("A", "a1"), ("A", "a1"), ("A", "a2"), ("A", "a1"), ("A", "a3"), ("B", "b1"), ("B", "b2"))
+    report = check(log, PRODUCED)
+    assert report.rooms["A"].duplicated == 1  # the second a1, right after the first
+    assert report.rooms["A"].stale == 1  # the third a1, after a2
+    assert report.rooms["A"].reordered == 1
+    assert (report.duplicated, report.reordered, report.stale, report.lost) == (1, 1, 1, 0)
+    assert report.reordered_rooms == ("A",)
+    assert not report.ok(max_duplicates=5)  # the stale copy fails the 0-reordered target
+    assert report.ok(max_duplicates=1, max_reordered=1)
+
+
+def test_a_copy_of_the_newest_message_so_far_is_a_duplicate_even_after_older_ones_arrived_late() -> None:
+    # a2 first, then a1 (one inversion), then a2 again: a2 is still the newest received, so its copy
+    # is a plain duplicate; a1 again after that is stale
+    log = receipts(("A", "a2"), ("A", "a1"), ("A", "a2"), ("A", "a1"), ("A", "a3"))
+    report = check(log, {"A": ["a1", "a2", "a3"]})
+    assert (report.duplicated, report.stale, report.reordered) == (1, 1, 2)
+
+
+def test_duplicates_are_reported_per_room_with_the_worst_room_named() -> None:
+    produced = {"A": ["a1", "a2"], "B": ["b1", "b2"], "C": ["c1"]}
+    # A: a1 three times in a row (2 duplicates); B: b2 twice (1); C clean. Total 3, worst room A with 2.
+    log = receipts(
+        ("A", "a1"), ("B", "b1"), ("A", "a1"), ("B", "b2"), ("B", "b2"), ("A", "a1"), ("A", "a2"), ("C", "c1")
+    )
+    report = check(log, produced)
+    assert report.duplicated == 3
+    assert report.worst_room is not None
+    assert (report.worst_room.room_id, report.worst_room.duplicated) == ("A", 2)
+    assert report.max_duplicated_per_room == 2
+    assert report.ok(max_duplicates=3, max_duplicates_per_room=2)
+    assert not report.ok(max_duplicates=3, max_duplicates_per_room=1)
+    assert report.summary().splitlines()[0] == (
+        "3 rooms, 5 produced: lost 0, duplicated 3 (worst room A: 2), reordered 0 (in 0 rooms), unexpected 0"
+    )
+
+
+def test_the_worst_room_of_a_tie_is_the_first_by_room_id_and_none_without_duplicates() -> None:
+    produced = {"A": ["a1"], "B": ["b1"]}
+    report = check(receipts(("B", "b1"), ("B", "b1"), ("A", "a1"), ("A", "a1")), produced)
+    assert report.worst_room is not None
+    assert report.worst_room.room_id == "A"
+    clean = check(receipts(("A", "a1"), ("B", "b1")), produced)
+    assert clean.worst_room is None
+    assert clean.max_duplicated_per_room == 0
+    assert clean.ok(max_duplicates_per_room=0)
+
+
+def test_the_summary_counts_stale_re_sends_among_the_reorderings() -> None:
+    report = check(receipts(("A", "a1"), ("A", "a2"), ("A", "a1"), ("A", "a3")), {"A": ["a1", "a2", "a3"]})
+    lines = report.summary().splitlines()
+    assert lines[0] == (
+        "1 rooms, 3 produced: lost 0, duplicated 0, reordered 1 (in 1 rooms, 1 stale re-sends), unexpected 0"
+    )
+    assert lines[1].startswith("  A: produced 3, received 3, lost 0 [], duplicated 0, reordered 1 (1 stale)")
 
 
 def test_adjacent_inversions_of_first_receptions_are_counted_per_room() -> None:
