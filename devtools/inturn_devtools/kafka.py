@@ -54,11 +54,15 @@ class LocalKafka:
     ``stop()`` followed by ``start()`` restarts the same broker with its data (for fault tests).
     """
 
-    def __init__(self, workdir: Path | None = None, heap_mb: int = 512) -> None:
+    def __init__(self, workdir: Path | None = None, heap_mb: int = 512, proxied_port: int | None = None) -> None:
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="inturn-kafka-"))
         self.heap_mb = heap_mb
         self.port = free_port()
         self.controller_port = free_port()
+        # ``proxied_port``: a second listener (``proxied_listener_port``) that advertises ``127.0.0.1:proxied_port``,
+        # where a test's TCP proxy listens and forwards to it: clients bootstrapped there stay behind the proxy.
+        self.proxied_port = proxied_port
+        self.proxied_listener_port = free_port() if proxied_port is not None else None
         self.log_file = self.workdir / "server.log"
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -86,16 +90,23 @@ class LocalKafka:
     def _write_config(self) -> Path:
         data = self.workdir / "data"
         config = self.workdir / "server.properties"
+        listeners = f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
+        advertised = f"PLAINTEXT://127.0.0.1:{self.port}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.proxied_port is not None:
+            listeners += f",PROXIED://127.0.0.1:{self.proxied_listener_port}"
+            advertised += f",PROXIED://127.0.0.1:{self.proxied_port}"
+            protocols += ",PROXIED:PLAINTEXT"
         config.write_text(
             "\n".join(
                 [
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-                    f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    f"listeners={listeners}",
+                    f"advertised.listeners={advertised}",
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    f"listener.security.protocol.map={protocols}",
                     "inter.broker.listener.name=PLAINTEXT",
                     f"log.dirs={data}",
                     "num.network.threads=2",

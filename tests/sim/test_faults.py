@@ -285,3 +285,18 @@ async def test_duplicated_callbacks_repeat_answered_requests_later(
     assert sorted(hook.of(wamid)) == ["delivered", "delivered", "sent", "sent"]
     assert stats["callbacks_duplicated"] == 2
     assert stats["callbacks_by_status"] == {"sent": 1, "delivered": 1}  # the duplicates are not counted as sent
+
+
+async def test_a_send_under_via_names_its_sender_in_the_receipt(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        url = f"{sim.url}/_via/w1/v21.0/100200300/messages"
+        async with client.post(url, json=message("491701", "room-A", "m1"), headers=AUTH) as answer:
+            assert answer.status == 200
+        await send(client, sim, message("491701", "room-A", "m2"))
+        await eventually(lambda: sim.sim.stats.deliveries == 2, 5, "both at the device", every=0.01)
+        log = await control(client, sim, "receipts")
+    by_message = {r["message_id"]: r for r in log["receipts"]}
+    assert by_message["m1"]["via"] == "w1"
+    assert "via" not in by_message["m2"]

@@ -57,6 +57,7 @@ def create_app(settings: SimSettings) -> web.Application:
     registry = app[REGISTRY] = registry_for(sim.stats.snapshot)
     app.cleanup_ctx.append(_lifecycle)
     app.router.add_post("/{version}/{phone_number_id}/messages", send_message)
+    app.router.add_post("/_via/{via}/{version}/{phone_number_id}/messages", send_message)
     add_platform_routes(app, SIM)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/receipts", receipts)
@@ -87,7 +88,8 @@ def _meta_error(sim: Simulator, status: int, details: str | None = None) -> web.
 
 
 async def send_message(request: web.Request) -> web.Response:
-    """``POST /{version}/{phone_number_id}/messages``: WhatsApp Cloud API's send call."""
+    """``POST /{version}/{phone_number_id}/messages``: WhatsApp Cloud API's send call (also under ``/_via/{name}``,
+    which names the sender in its receipts: fault tests give each worker its own)."""
     sim = request.app[SIM]
     if not sim.authorized(request.headers.get("Authorization")):
         return _meta_error(sim, 401)
@@ -95,7 +97,7 @@ async def send_message(request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
     except orjson.JSONDecodeError:
         return _meta_error(sim, 400, "The request body is not valid JSON.")
-    answer = sim.answer_send(request.match_info["phone_number_id"], body)
+    answer = sim.answer_send(request.match_info["phone_number_id"], body, request.match_info.get("via"))
     if answer.delay_s:
         await asyncio.sleep(answer.delay_s)  # the modelled slow answer itself, not a wait for a condition
     return web.Response(status=answer.status, body=answer.body, headers=answer.headers, content_type="application/json")

@@ -137,7 +137,7 @@ class Simulator:
         """Whether the ``Authorization`` header carries the configured bearer token (constant-time compare)."""
         return authorization is not None and hmac.compare_digest(authorization.encode(), self._bearer.encode())
 
-    def answer_send(self, phone_number_id: str, body: Any) -> Answer:
+    def answer_send(self, phone_number_id: str, body: Any, via: str | None = None) -> Answer:
         """Validate, apply faults and the rate limit, and accept a send body (already JSON-decoded)."""
         problem = _invalid(body)
         if problem is not None:
@@ -154,12 +154,14 @@ class Simulator:
         if knobs.error_rate_5xx > 0 and rng.random() < knobs.error_rate_5xx:
             self.stats.reject(500)
             return Answer(500, meta.error_body(500))
-        wamid = self._accept(phone_number_id, to, body.get("biz_opaque_callback_data"))
+        wamid = self._accept(phone_number_id, to, body.get("biz_opaque_callback_data"), via)
         delay = knobs.slow_ms / 1000 if knobs.slow_rate > 0 and rng.random() < knobs.slow_rate else 0.0
+        if delay:
+            self.stats.slow_answers += 1
         # A slow answer is slow after acceptance: callbacks may reach the webhook before the send returns.
         return Answer(200, meta.send_answer(to, wamid), delay_s=delay)
 
-    def _accept(self, phone_number_id: str, to: str, callback_data: str | None) -> str:
+    def _accept(self, phone_number_id: str, to: str, callback_data: str | None, via: str | None = None) -> str:
         knobs, rng = self.knobs, self.rng
         self._next_id += 1
         wamid = f"wamid.SIM{self._run_id}{self._next_id:010X}"
@@ -172,8 +174,9 @@ class Simulator:
         decoded = decode_callback_data(callback_data)
         room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
         sent = Sent(
-            wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation
-        )
+            wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation,
+            via=via,
+        )  # fmt: skip
         self.stats.accepted += 1
         self.stats.pending += 1
         loop = asyncio.get_running_loop()
@@ -274,7 +277,7 @@ class Simulator:
             # Messenger has no failure event: the message is simply never delivered.
             return
         receipt = self.receipts.record(
-            sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at
+            sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at, sent.via
         )
         self.stats.deliveries += 1
         if receipt["duplicate"]:
