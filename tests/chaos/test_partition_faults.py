@@ -41,7 +41,7 @@ LEASE_S = 3.0  # the workers' lease: half their 6 s session timeout (inturn_work
 def proxied_kafka() -> Iterator[tuple[LocalKafka, TcpProxy]]:
     """A broker of this test's own with a second listener advertised at a proxy's port, and that proxy."""
     port = free_port()
-    broker = LocalKafka(proxied_port=port).start()
+    broker = LocalKafka(proxied_port=port).start(timeout=300)  # a loaded box starts Java slowly
     assert broker.proxied_listener_port is not None
     proxy = TcpProxy(broker.proxied_listener_port, port=port).start()
     try:
