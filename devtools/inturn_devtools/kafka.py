@@ -64,13 +64,19 @@ class _Node:
     """One KRaft node (broker+controller, broker only or controller only) with its own data directory, ports
     and log file."""
 
-    def __init__(self, node_id: int, workdir: Path, heap_mb: int, roles: str = "broker,controller") -> None:
+    def __init__(
+        self, node_id: int, workdir: Path, heap_mb: int, roles: str = "broker,controller", proxied_port: int | None = None
+    ) -> None:
         self.node_id = node_id
         self.roles = roles
         self.workdir = workdir
         self.heap_mb = heap_mb
         self.port = free_port()
         self.controller_port = free_port()
+        # ``proxied_port``: a second listener (``proxied_listener_port``) that advertises ``127.0.0.1:proxied_port``,
+        # where a test's TCP proxy listens and forwards to it: clients bootstrapped there stay behind the proxy.
+        self.proxied_port = proxied_port
+        self.proxied_listener_port = free_port() if proxied_port is not None else None
         self.log_file = workdir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -107,7 +113,13 @@ class _Node:
             "broker": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller": f"CONTROLLER://127.0.0.1:{self.controller_port}",
         }[self.roles]
-        advertised = [] if self.roles == "controller" else [f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+        advertised_at = f"PLAINTEXT://127.0.0.1:{self.port}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.proxied_port is not None:
+            listeners += f",PROXIED://127.0.0.1:{self.proxied_listener_port}"
+            advertised_at += f",PROXIED://127.0.0.1:{self.proxied_port}"
+            protocols += ",PROXIED:PLAINTEXT"
+        advertised = [] if self.roles == "controller" else [f"advertised.listeners={advertised_at}"]
         config.write_text(
             "\n".join(
                 [
@@ -117,7 +129,7 @@ class _Node:
                     f"listeners={listeners}",
                     *advertised,
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    f"listener.security.protocol.map={protocols}",
                     "inter.broker.listener.name=PLAINTEXT",
                     f"log.dirs={data}",
                     "num.network.threads=2",
@@ -194,9 +206,13 @@ class LocalKafka:
     all of them one after the other, each back in every in-sync replica set before the next goes.
     """
 
-    def __init__(self, workdir: Path | None = None, heap_mb: int | None = None, brokers: int = 1) -> None:
+    def __init__(
+        self, workdir: Path | None = None, heap_mb: int | None = None, brokers: int = 1, proxied_port: int | None = None
+    ) -> None:
         if brokers < 1:
             raise ValueError("a Kafka cluster needs at least one broker")
+        if proxied_port is not None and brokers != 1:
+            raise ValueError("a proxied listener is offered on a single broker only")
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="inturn-kafka-"))
         # Three JVMs share the box with everything else: small heaps (ample for test topics).
         self.heap_mb = heap_mb if heap_mb is not None else (512 if brokers == 1 else 320)
@@ -208,7 +224,7 @@ class LocalKafka:
         self.controller: _Node | None = None  # a cluster's own controller (a single broker is its own)
         if brokers == 1:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            self.nodes[1] = _Node(1, self.workdir, self.heap_mb)
+            self.nodes[1] = _Node(1, self.workdir, self.heap_mb, proxied_port=proxied_port)
         else:
             for node_id in range(1, brokers + 1):
                 (self.workdir / f"broker{node_id}").mkdir(parents=True, exist_ok=True)
@@ -219,6 +235,8 @@ class LocalKafka:
         self.port = first.port
         self.controller_port = (self.controller or first).controller_port
         self.log_file = first.log_file
+        self.proxied_port = first.proxied_port
+        self.proxied_listener_port = first.proxied_listener_port
 
     @property
     def bootstrap(self) -> str:
