@@ -54,9 +54,11 @@ class LocalKafka:
     ``stop()`` followed by ``start()`` restarts the same broker with its data (for fault tests).
     """
 
-    def __init__(self, workdir: Path | None = None, heap_mb: int = 512) -> None:
+    def __init__(self, workdir: Path | None = None, heap_mb: int = 512, *, jmx: bool = False) -> None:
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="inturn-kafka-"))
         self.heap_mb = heap_mb
+        #: The broker's JMX port on loopback (no authentication: loopback only), when asked for (``BrokerMetrics``).
+        self.jmx_port = free_port() if jmx else None
         self.port = free_port()
         self.controller_port = free_port()
         self.log_file = self.workdir / "server.log"
@@ -77,10 +79,23 @@ class LocalKafka:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={_LOG4J}",
             f"-Dinturn.kafka.logfile={log}",
+            *(self._jmx_flags() if main == "kafka.Kafka" else []),
             "-cp",
             f"{lib}/*",
             main,
             *args,
+        ]
+
+    def _jmx_flags(self) -> list[str]:
+        if self.jmx_port is None:
+            return []
+        return [
+            f"-Dcom.sun.management.jmxremote.port={self.jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
         ]
 
     def _write_config(self) -> Path:
@@ -178,3 +193,63 @@ class LocalKafka:
 
     def __exit__(self, *exc: object | TracebackType) -> None:
         self.cleanup()
+
+
+class BrokerMetrics:
+    """The broker's own counters over JMX (``LocalKafka(jmx=True)``): a Java helper (``kafka/BrokerMetrics.java``,
+    run as a single-file program) kept open, asked for one snapshot at a time.
+
+    ``snapshot()`` maps each counter to its count: ``("requests", "<Produce|Fetch|...>")`` summed over the request
+    versions, and ``("<meter>", "<topic>")`` for the per-topic BrokerTopicMetrics meters (``MessagesInPerSec``,
+    ``TotalProduceRequestsPerSec``, ``TotalFetchRequestsPerSec``, ``BytesInPerSec``, ``BytesOutPerSec``, ...).
+    """
+
+    def __init__(self, kafka: LocalKafka) -> None:
+        if kafka.jmx_port is None:
+            raise ValueError("the broker was started without JMX (LocalKafka(jmx=True))")
+        self._proc = subprocess.Popen(
+            ["java", "-Xmx64m", str(_HERE / "BrokerMetrics.java"), str(kafka.jmx_port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        """Every counter's count now."""
+        if self._proc.stdin is None or self._proc.stdout is None:
+            raise RuntimeError("the JMX helper has no pipes")
+        self._proc.stdin.write("snapshot\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the JMX helper ended (exit {self._proc.wait(10)})")
+        return parse_broker_metrics(line)
+
+    def close(self) -> None:
+        """End the helper."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(10)
+
+
+def parse_broker_metrics(line: str) -> dict[tuple[str, str], int]:
+    """One line of ``BrokerMetrics.java`` as counters (see ``BrokerMetrics.snapshot``)."""
+    counts: dict[tuple[str, str], int] = {}
+    for pair in line.rstrip("\n").split("\x01"):
+        if not pair:
+            continue
+        name, _, count = pair.partition("\t")
+        domain, _, props = name.partition(":")
+        tags = dict(kv.split("=", 1) for kv in props.split(","))
+        if domain == "kafka.network":
+            key = ("requests", tags.get("request", "?"))
+        elif "topic" in tags:
+            key = (tags.get("name", "?"), tags["topic"])
+        else:
+            key = (tags.get("name", "?"), "")
+        counts[key] = counts.get(key, 0) + int(float(count))
+    return counts
