@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,3 +169,31 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         )
     out.append("")
     return out
+
+
+#: The share of a core each process is sized to use: half, so that the half-load latencies hold (a worker at full
+#: core saturates, docs_figures.CPU_BOUND) and a replica lost leaves room for its load.
+SIZING_UTILIZATION = 0.5
+SIZING_RATES = (1_000, 10_000, 50_000)
+
+
+def sizing(run: Mapping[str, Any], rates: tuple[int, ...] = SIZING_RATES) -> list[dict[str, Any]]:
+    """Broker cores, worker and webhook replicas and partitions for each delivered-message rate, reckoned from one
+    variant's CPU per delivered message: each process at ``SIZING_UTILIZATION`` of a core; the idle cost is inside
+    the per-message figure at the measured rate, so it is counted (generously) at every rate. Partitions: twice
+    the workers (room to scale out without adding partitions), at least 4."""
+    cpu = run.get("cpu_us_per_message", {})
+    rows = []
+    for rate in rates:
+        cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in STACKED}
+        workers = max(1, math.ceil(cores["worker"] / SIZING_UTILIZATION))
+        rows.append(
+            {
+                "rate": rate,
+                "broker_cores": math.ceil(cores["broker"] / SIZING_UTILIZATION),
+                "workers": workers,
+                "webhooks": max(1, math.ceil(cores["webhook"] / SIZING_UTILIZATION)),
+                "partitions": max(4, 2 * workers),
+            }
+        )
+    return rows
