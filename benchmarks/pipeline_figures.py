@@ -40,7 +40,9 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
     out = [
         "## The whole pipeline, as the platforms call it",
         "",
-        f"Measured in {source(p)} (`benchmarks/bench_pipeline.py`, alone: `make bench BENCH_ARGS=pipeline`), started "
+        f"Measured in {source(p)} (`benchmarks/bench_pipeline.py`, alone: `make bench BENCH_ARGS=pipeline`"
+        + (f"; this run: `{p['command']}`" if p.get("command") else "")
+        + "), started "
         f"{p.get('started_utc', '—')} UTC, Kafka {p.get('kafka', '—')}, {figure(p.get('cpus'))} CPUs. One broker "
         "(JMX on loopback), the simulator, the webhook and one worker in ack mode on fresh topics per variant; the "
         f"simulator calls back **one status per request** (sent, delivered, read; "
@@ -71,7 +73,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
             for name, v in variants.items()
         ],
     )
-    out += ["", f"![CPU per delivered message, stacked]({plots_rel}/pipeline.svg)", ""]
+    out += [f"![CPU per delivered message, stacked]({plots_rel}/pipeline.svg)", ""]
     rows = []
     for i, runs in enumerate(p.get("rounds") or []):
         for name, run in runs.items():
@@ -107,7 +109,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         ],
         rows,
     )
-    out += ["", "Per delivered message, from the broker's counters:", ""]
+    out += ["Per delivered message, from the broker's counters:", ""]
     rows = []
     for i, runs in enumerate(p.get("rounds") or []):
         for name, run in runs.items():
@@ -154,7 +156,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                 ]
             )
     if rows:
-        out += ["", "Against the baseline of the same round:", ""]
+        out += ["Against the baseline of the same round:", ""]
         out += table(
             [
                 "variant #round",
@@ -167,8 +169,50 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
             ],
             rows,
         )
-    out.append("")
+    out += pipeline_reading(p)
+    base = next((r["baseline"] for r in p.get("rounds") or [] if "error" not in r.get("baseline", {"error": 1})), None)
+    if base is not None:
+        out += [
+            f"Sizing reckoned from the baseline's figures (today's defaults; each process at "
+            f"{figure(SIZING_UTILIZATION)} of a core, partitions twice the workers; docs/operations.md):",
+            "",
+        ]
+        out += table(
+            ["delivered msg/s", "broker cores", "worker replicas", "webhook replicas", "partitions"],
+            [
+                [figure(row["rate"]), *(figure(row[k]) for k in ("broker_cores", "workers", "webhooks", "partitions"))]
+                for row in sizing(base)
+            ],
+        )
     return out
+
+
+def pipeline_reading(p: Mapping[str, Any]) -> list[str]:
+    """Plain statements from the figures: each candidate's verdict, and whether the box let the latencies count."""
+    out: list[str] = []
+    for i, runs in enumerate(p.get("rounds") or []):
+        base = runs.get("baseline", {})
+        loads = [v for r in runs.values() for v in (dig(r, "load_average", "start") or [None])[:1] if v is not None]
+        ack_p50 = dig(base, "latency_ms", "ack", "p50")
+        if ack_p50 is not None and ack_p50 > 1000:
+            out.append(
+                f"- Round {i + 1}: the baseline's acks reached the worker {figure(ack_p50)} ms (p50) after the latency "
+                f"the simulator injected, at a load average of {figure(min(loads))} to {figure(max(loads))} on "
+                f"{figure(p.get('cpus'))} CPUs: the ack path waited for CPU, not for Kafka's settings, and most "
+                "messages timed out; this round cannot judge the latency bounds."
+            )
+        for name, run in runs.items():
+            vs = run.get("vs_baseline")
+            if not vs:
+                continue
+            met = all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS))
+            ratio = {c: figure(dig(vs, "cpu_ratio", c), 3) for c in STACKED}
+            verdict = "met" if met else "not met"
+            out.append(
+                f"- Round {i + 1}, {name}: broker CPU per delivered message {ratio['broker']} of the baseline's, "
+                f"worker {ratio['worker']}, webhook {ratio['webhook']}: the issue's bounds are {verdict}."
+            )
+    return [*out, ""] if out else []
 
 
 #: The share of a core each process is sized to use: half, so that the half-load latencies hold (a worker at full
