@@ -76,6 +76,7 @@ class Pipeline:
         group: str = "inturn-workers",
         sim: dict[str, str] | None = None,
         worker: dict[str, str] | None = None,
+        webhook: dict[str, str] | None = None,
         platform: str = "whatsapp",
     ) -> None:
         self.topics = topics
@@ -87,6 +88,7 @@ class Pipeline:
         self.webhook_internal_port = free_port()  # the webhook's probes and metrics (docs/webhook.md)
         self.sim_env = sim or {}
         self.worker_env = worker or {}
+        self.webhook_env = webhook or {}
         self.sim: ServiceProcess | None = None
         self.webhook: ServiceProcess | None = None
         self.workers: dict[str, ServiceProcess] = {}
@@ -147,6 +149,7 @@ class Pipeline:
             "INTURN_WEBHOOK_VERIFY_TOKEN": "pipeline-verify",
             "INTURN_WEBHOOK_TWILIO_AUTH_TOKENS": ACCESS_TOKEN,
             "INTURN_WEBHOOK_ROOM_FROM_RECIPIENT": "{recipient}",  # Messenger's and Instagram's rooms: see recipient_of
+            **self.webhook_env,
             **extra,
         }
         self.webhook = ServiceProcess(
