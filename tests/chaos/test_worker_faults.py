@@ -143,24 +143,26 @@ def test_a_rebalance_storm_of_a_worker_joining_and_leaving_every_few_seconds_los
                 scenario.fault(f"{guest} joins", 0)
                 joined = time.monotonic()
             else:
-                moved = len(rooms_of(owned_partitions(line.postgres_dsn, topic, guest), ROOMS, partitions))
+                moved = rooms_of(owned_partitions(line.postgres_dsn, topic, guest), ROOMS, partitions)
                 if not moved and time.monotonic() - joined < 15:
                     time.sleep(0.5)  # it leaves once it owns partitions, so every cycle moves some
                     continue
-                # A clean hand-over (drain, checkpoint, commit) re-sends nothing: the bound of a join or a leave is 0.
-                scenario.faults[-1].what += f", taking {moved} rooms"
+                # A hand-over may re-send only what a revoke grace cut off (a send still waiting for its answer, or
+                # for its ack, when the grace ran out: it has no outcome recorded, so the next owner sends it again):
+                # at most the one message each moved room had in flight, once for the join (its old owner revoked)
+                # and once for the leave (the guest revoked). On a quiet box that is 0 (docs/reliability.md,
+                # problem 10); the receipt log judges it per room.
+                join = scenario.faults[-1]
+                join.what += f", taking {len(moved)} rooms"
+                join.bound, join.rooms = len(moved), frozenset(moved)
                 assert line.workers[guest].stop() == 0, f"{guest} did not exit cleanly"
-                scenario.fault(f"{guest} leaves (SIGTERM), handing over {moved} rooms", 0)
+                scenario.fault(f"{guest} leaves (SIGTERM), handing over {len(moved)} rooms", len(moved), moved)
                 guest = None
             next_event = time.monotonic() + 3
         time.sleep(0.5)  # pacing the storm and polling for the end
     scenario.wait_drained(total, 60)
-    # A clean hand-over re-sends nothing; what a revoke's grace cut off (a send still waiting for its answer, or for
-    # its ack, when the grace ran out) has no outcome recorded, so the next owner sends it again: one per room cut
-    # off, counted by the workers themselves. On a quiet box that is 0; a loaded one can answer sends slower than the
-    # grace (docs/reliability.md, problem 10).
-    cut = cut_off(line)
-    scenario.fault(f"rooms cut off by a revoke grace, over the run: {cut}", cut)
+    # For the reader of the chaos: line only (the bound comes from the faults, the verdict from the receipt log).
+    print(f"chaos:   the workers logged {cut_off(line)} rooms cut off by a revoke grace over the run")
     report = scenario.verdict()
     assert len(scenario.faults) >= 5, "the run ended before the storm got going"
     assert_target(scenario, report)
