@@ -38,7 +38,7 @@ test-fast: setup ## the tests that need no server
 # The lowest and the newest PySpark of the report's supported range (pyproject's `report` extra), each in a venv of
 # its own under var/compat/, against the report's oracle tests.
 COMPAT_PYSPARK ?= 4.0.0 4.3.0
-test-compat: setup ## the report's oracle tests on the lowest and the newest PySpark it supports
+test-compat: setup ## the report's oracle tests on the lowest and the newest PySpark it supports (CI: when scripts/report-changed.sh says so)
 	for version in $(COMPAT_PYSPARK); do \
 	  venv="var/compat/pyspark-$$version"; \
 	  test -x "$$venv/bin/python" || $(PYTHON) -m venv "$$venv"; \
@@ -48,6 +48,7 @@ test-compat: setup ## the report's oracle tests on the lowest and the newest PyS
 	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
 	    $(PYTEST_ARGS) || exit 1; \
 	done
+	scripts/report-changed.sh --record
 
 lint: setup ## ruff and mypy --strict; changes nothing
 	$(BIN)/ruff check .

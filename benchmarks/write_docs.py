@@ -27,6 +27,7 @@ from benchmarks.docs_figures import (
     reading,
     table,
 )
+from benchmarks.pipeline_figures import pipeline_section, plot_series
 from benchmarks.worker_figures import half_load_section, kafka_clients_section, transport_section, worker_reading
 from inturn_reports.charts import bar_chart
 
@@ -46,7 +47,7 @@ def load(bench_dir: Path) -> dict[str, Any]:
     results: dict[str, Any] = json.loads((bench_dir / "results.json").read_text())
     ran = sorted(results.get("results", {}))
     results["ran"] = ran
-    for name in ("matrix", *COMPONENTS):
+    for name in ("matrix", "pipeline", *COMPONENTS):
         single = bench_dir / f"{name}.json"
         if name not in results["results"] and single.exists():
             figures = json.loads(single.read_text())
@@ -61,6 +62,21 @@ def standalone_svg(figure: str) -> str:
     if match is None:
         raise ValueError("not a bar_chart figure: no <svg> element")
     return f"{match.group(1)}{_SVG_STYLE}{match.group(2)}\n"
+
+
+def pipeline_plot(pipeline: Mapping[str, Any]) -> str:
+    """The pipeline benchmark's stacked bars: CPU µs per delivered message of broker, worker and webhook per variant."""
+    labels, series = plot_series(pipeline)
+    return standalone_svg(
+        bar_chart(
+            "pipeline",
+            "CPU per delivered message (µs), one status per callback",
+            labels,
+            series,
+            stacked=True,
+            fmt=lambda v: f"{v:,.0f}",
+        )
+    )
 
 
 def plots(scenarios: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -159,6 +175,8 @@ def render(results: Results, plots_rel: str = "benchmarks") -> str:
         out += ["The scenario matrix is not in these results.", ""]
     if half_load := dig(results, "results", "half_load"):
         out += half_load_section(half_load)
+    if pipeline := dig(results, "results", "pipeline"):
+        out += pipeline_section(pipeline, plots_rel)
     if transport := dig(results, "results", "transport"):
         out += transport_section(transport)
     if kafka_clients := dig(results, "results", "kafka_clients"):
@@ -389,6 +407,9 @@ def write(results: Results, doc: Path, plots_dir: Path) -> list[Path]:
     for name, svg in plots(scenarios).items():
         (plots_dir / name).write_text(svg)
         written.append(plots_dir / name)
+    if pipeline := dig(results, "results", "pipeline"):
+        (plots_dir / "pipeline.svg").write_text(pipeline_plot(pipeline))
+        written.append(plots_dir / "pipeline.svg")
     copy = plots_dir / "results.json"
     copy.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     rel = plots_dir.relative_to(doc.parent) if plots_dir.is_relative_to(doc.parent) else plots_dir.resolve()

@@ -64,13 +64,28 @@ class _Node:
     """One KRaft node (broker+controller, broker only or controller only) with its own data directory, ports
     and log file."""
 
-    def __init__(self, node_id: int, workdir: Path, heap_mb: int, roles: str = "broker,controller") -> None:
+    def __init__(
+        self,
+        node_id: int,
+        workdir: Path,
+        heap_mb: int,
+        roles: str = "broker,controller",
+        proxied_port: int | None = None,
+        *,
+        jmx: bool = False,
+    ) -> None:
         self.node_id = node_id
         self.roles = roles
         self.workdir = workdir
         self.heap_mb = heap_mb
+        #: The broker's JMX port on loopback (no authentication: loopback only), when asked for (``BrokerMetrics``).
+        self.jmx_port = free_port() if jmx else None
         self.port = free_port()
         self.controller_port = free_port()
+        # ``proxied_port``: a second listener (``proxied_listener_port``) that advertises ``127.0.0.1:proxied_port``,
+        # where a test's TCP proxy listens and forwards to it: clients bootstrapped there stay behind the proxy.
+        self.proxied_port = proxied_port
+        self.proxied_listener_port = free_port() if proxied_port is not None else None
         self.log_file = workdir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -92,10 +107,23 @@ class _Node:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={_LOG4J}",
             f"-Dinturn.kafka.logfile={log}",
+            *(self._jmx_flags() if main == "kafka.Kafka" else []),
             "-cp",
             f"{lib}/*",
             main,
             *args,
+        ]
+
+    def _jmx_flags(self) -> list[str]:
+        if self.jmx_port is None:
+            return []
+        return [
+            f"-Dcom.sun.management.jmxremote.port={self.jmx_port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={self.jmx_port}",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1",
+            "-Djava.rmi.server.hostname=127.0.0.1",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false",
         ]
 
     def write_config(self, voters: str, replication: int) -> Path:
@@ -107,7 +135,13 @@ class _Node:
             "broker": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller": f"CONTROLLER://127.0.0.1:{self.controller_port}",
         }[self.roles]
-        advertised = [] if self.roles == "controller" else [f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}"]
+        advertised_at = f"PLAINTEXT://127.0.0.1:{self.port}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if self.proxied_port is not None:
+            listeners += f",PROXIED://127.0.0.1:{self.proxied_listener_port}"
+            advertised_at += f",PROXIED://127.0.0.1:{self.proxied_port}"
+            protocols += ",PROXIED:PLAINTEXT"
+        advertised = [] if self.roles == "controller" else [f"advertised.listeners={advertised_at}"]
         config.write_text(
             "\n".join(
                 [
@@ -117,7 +151,7 @@ class _Node:
                     f"listeners={listeners}",
                     *advertised,
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    f"listener.security.protocol.map={protocols}",
                     "inter.broker.listener.name=PLAINTEXT",
                     f"log.dirs={data}",
                     "num.network.threads=2",
@@ -194,9 +228,19 @@ class LocalKafka:
     all of them one after the other, each back in every in-sync replica set before the next goes.
     """
 
-    def __init__(self, workdir: Path | None = None, heap_mb: int | None = None, brokers: int = 1) -> None:
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        heap_mb: int | None = None,
+        brokers: int = 1,
+        proxied_port: int | None = None,
+        *,
+        jmx: bool = False,
+    ) -> None:
         if brokers < 1:
             raise ValueError("a Kafka cluster needs at least one broker")
+        if (proxied_port is not None or jmx) and brokers != 1:
+            raise ValueError("a proxied listener and JMX are offered on a single broker only")
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="inturn-kafka-"))
         # Three JVMs share the box with everything else: small heaps (ample for test topics).
         self.heap_mb = heap_mb if heap_mb is not None else (512 if brokers == 1 else 320)
@@ -208,7 +252,7 @@ class LocalKafka:
         self.controller: _Node | None = None  # a cluster's own controller (a single broker is its own)
         if brokers == 1:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            self.nodes[1] = _Node(1, self.workdir, self.heap_mb)
+            self.nodes[1] = _Node(1, self.workdir, self.heap_mb, proxied_port=proxied_port, jmx=jmx)
         else:
             for node_id in range(1, brokers + 1):
                 (self.workdir / f"broker{node_id}").mkdir(parents=True, exist_ok=True)
@@ -219,6 +263,9 @@ class LocalKafka:
         self.port = first.port
         self.controller_port = (self.controller or first).controller_port
         self.log_file = first.log_file
+        self.proxied_port = first.proxied_port
+        self.proxied_listener_port = first.proxied_listener_port
+        self.jmx_port = first.jmx_port
 
     @property
     def bootstrap(self) -> str:
@@ -390,3 +437,63 @@ class LocalKafka:
 
     def __exit__(self, *exc: object | TracebackType) -> None:
         self.cleanup()
+
+
+class BrokerMetrics:
+    """The broker's own counters over JMX (``LocalKafka(jmx=True)``): a Java helper (``kafka/BrokerMetrics.java``,
+    run as a single-file program) kept open, asked for one snapshot at a time.
+
+    ``snapshot()`` maps each counter to its count: ``("requests", "<Produce|Fetch|...>")`` summed over the request
+    versions, and ``("<meter>", "<topic>")`` for the per-topic BrokerTopicMetrics meters (``MessagesInPerSec``,
+    ``TotalProduceRequestsPerSec``, ``TotalFetchRequestsPerSec``, ``BytesInPerSec``, ``BytesOutPerSec``, ...).
+    """
+
+    def __init__(self, kafka: LocalKafka) -> None:
+        if kafka.jmx_port is None:
+            raise ValueError("the broker was started without JMX (LocalKafka(jmx=True))")
+        self._proc = subprocess.Popen(
+            ["java", "-Xmx64m", str(_HERE / "BrokerMetrics.java"), str(kafka.jmx_port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        """Every counter's count now."""
+        if self._proc.stdin is None or self._proc.stdout is None:
+            raise RuntimeError("the JMX helper has no pipes")
+        self._proc.stdin.write("snapshot\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the JMX helper ended (exit {self._proc.wait(10)})")
+        return parse_broker_metrics(line)
+
+    def close(self) -> None:
+        """End the helper."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(10)
+
+
+def parse_broker_metrics(line: str) -> dict[tuple[str, str], int]:
+    """One line of ``BrokerMetrics.java`` as counters (see ``BrokerMetrics.snapshot``)."""
+    counts: dict[tuple[str, str], int] = {}
+    for pair in line.rstrip("\n").split("\x01"):
+        if not pair:
+            continue
+        name, _, count = pair.partition("\t")
+        domain, _, props = name.partition(":")
+        tags = dict(kv.split("=", 1) for kv in props.split(","))
+        if domain == "kafka.network":
+            key = ("requests", tags.get("request", "?"))
+        elif "topic" in tags:
+            key = (tags.get("name", "?"), tags["topic"])
+        else:
+            key = (tags.get("name", "?"), "")
+        counts[key] = counts.get(key, 0) + int(float(count))
+    return counts

@@ -43,9 +43,11 @@ def recipient_of(platform: str, room: str, r: int) -> str:
     return f"+49170{r:07d}" if platform == "twilio" else f"49170{r:07d}"
 
 
-def message_value(prefix: str, r: int, n: int, filler: str, platform: str = "whatsapp") -> tuple[str, str, bytes]:
+def message_value(
+    prefix: str, r: int, n: int, filler: str, platform: str = "whatsapp", account: str | None = None
+) -> tuple[str, str, bytes]:
     """Message ``n`` of room ``r`` of a workload (room ``{prefix}-{r}``, recipient derived from ``r``): its room id,
-    message id and encoded record."""
+    message id and encoded record (``account``: WhatsApp's sending phone_number_id, default ``PHONE_NUMBER_ID``)."""
     room = f"{prefix}-{r}"
     message_id = f"{room}#{n}"
     value = encode(
@@ -53,7 +55,7 @@ def message_value(prefix: str, r: int, n: int, filler: str, platform: str = "wha
             room_id=room,
             message_id=message_id,
             platform=platform,
-            account=PHONE_NUMBER_ID if platform == "whatsapp" else None,
+            account=(account or PHONE_NUMBER_ID) if platform == "whatsapp" else None,
             recipient=recipient_of(platform, room, r),
             payload={"type": "text", "text": {"body": f"{message_id} {filler}"}},
             created_at_ms=now_ms(),
@@ -74,6 +76,7 @@ class Pipeline:
         group: str = "inturn-workers",
         sim: dict[str, str] | None = None,
         worker: dict[str, str] | None = None,
+        webhook: dict[str, str] | None = None,
         platform: str = "whatsapp",
     ) -> None:
         self.topics = topics
@@ -85,6 +88,7 @@ class Pipeline:
         self.webhook_internal_port = free_port()  # the webhook's probes and metrics (docs/webhook.md)
         self.sim_env = sim or {}
         self.worker_env = worker or {}
+        self.webhook_env = webhook or {}
         self.sim: ServiceProcess | None = None
         self.webhook: ServiceProcess | None = None
         self.workers: dict[str, ServiceProcess] = {}
@@ -134,8 +138,8 @@ class Pipeline:
         self.sim = ServiceProcess("sim", ["sim"], env, self.workdir, f"{self.sim_url}/healthz").start()
         return self.sim
 
-    def start_webhook(self) -> ServiceProcess:
-        """Start the webhook, publishing acks to the topics."""
+    def start_webhook(self, **extra: str) -> ServiceProcess:
+        """Start the webhook, publishing acks to the topics (``extra``: more environment, e.g. another bootstrap)."""
         env = {
             **self._kafka_env(),
             "INTURN_WEBHOOK_HOST": "127.0.0.1",
@@ -145,6 +149,8 @@ class Pipeline:
             "INTURN_WEBHOOK_VERIFY_TOKEN": "pipeline-verify",
             "INTURN_WEBHOOK_TWILIO_AUTH_TOKENS": ACCESS_TOKEN,
             "INTURN_WEBHOOK_ROOM_FROM_RECIPIENT": "{recipient}",  # Messenger's and Instagram's rooms: see recipient_of
+            **self.webhook_env,
+            **extra,
         }
         self.webhook = ServiceProcess(
             "webhook", ["webhook"], env, self.workdir, f"http://127.0.0.1:{self.webhook_internal_port}/healthz"
@@ -244,17 +250,25 @@ class Pipeline:
         )
 
     def produce(
-        self, rooms: int, per_room: int, *, prefix: str = "room", payload_bytes: int = 0, platform: str | None = None
+        self,
+        rooms: int,
+        per_room: int,
+        *,
+        prefix: str = "room",
+        payload_bytes: int = 0,
+        platform: str | None = None,
+        accounts: tuple[str, ...] = (),
     ) -> int:
         """Produce ``per_room`` messages to each of ``rooms`` rooms, interleaved, on ``platform`` (default: the
-        pipeline's); returns how many."""
+        pipeline's); room ``r`` sends from ``accounts[r % len(accounts)]`` when given; returns how many."""
         platform = platform or self.platform
         producer = make_producer(self.topics)
         filler = "x" * payload_bytes
         count = 0
         for n in range(per_room):
             for r in range(rooms):
-                room, message_id, value = message_value(prefix, r, n, filler, platform)
+                account = accounts[r % len(accounts)] if accounts else None
+                room, message_id, value = message_value(prefix, r, n, filler, platform, account)
                 producer.produce(self.topics.topic_messages, key=room, value=value)
                 self.produced.setdefault(room, []).append(message_id)
                 count += 1

@@ -97,7 +97,7 @@ def producer_config(settings: KafkaSettings, **overrides: Any) -> dict[str, Any]
         "acks": "all",
         "partitioner": PARTITIONER,
         "linger.ms": 5,
-        "compression.type": "lz4",
+        "compression.type": settings.kafka_compression,
     }
     config.update(overrides)
     # These three are what inturn's guarantees rest on: refuse to weaken them by accident.

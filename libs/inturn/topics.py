@@ -91,6 +91,12 @@ def durability_config(replication: int) -> dict[str, str]:
     }
 
 
+#: The acks topic's records carry the broker's time, not the webhook host's: a new owner of a partition finds the
+#: acks published before its assignment with ``offsets_for_times`` on its own clock, and a webhook whose clock ran
+#: minutes behind would have hidden them all (docs/reliability.md, the clock rows).
+ACKS_CONFIG = {"message.timestamp.type": "LogAppendTime"}
+
+
 def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
     """Create whichever of inturn's topics are missing, with ``durability_config``; returns the names created.
     Idempotent: an existing topic is left as it is (``findings`` says what is wrong with it)."""
@@ -102,7 +108,7 @@ def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -
             name,
             num_partitions=settings.topic_partitions,
             replication_factor=settings.topic_replication,
-            config=config,
+            config={**config, **ACKS_CONFIG} if name == settings.topic_acks else config,
         )
         for name, count in existing.items()
         if count is None

@@ -57,12 +57,19 @@ _SUMMARY_COLUMNS = [
     ("e2e_p50_ms", "e2e p50 ms"),
     ("e2e_p95_ms", "e2e p95 ms"),
     ("e2e_p99_ms", "e2e p99 ms"),
+    ("device_p50_ms", "device p50 ms"),
+    ("device_p95_ms", "device p95 ms"),
     ("out_of_order_rate", "out of order"),
     ("dispatch_violations", "dispatch violations"),
 ]
 _RATES = {"delivered_rate", "ack_rate", "timeout_rate", "out_of_order_rate"}
 #: The figures a platform may be unable to report, and the column of the reason (``transform.measurable``).
-_NOTES = {"out_of_order_rate": "out_of_order_note", "delivered_rate": "delivered_note"}
+_NOTES = {
+    "out_of_order_rate": "out_of_order_note",
+    "delivered_rate": "delivered_note",
+    "device_p50_ms": "device_latency_note",
+    "device_p95_ms": "device_latency_note",
+}
 NOT_MEASURABLE = "not measurable"
 
 
@@ -90,7 +97,8 @@ def _cell(row: Record, name: str) -> str:
 def _notes(summary: Sequence[Record]) -> str:
     """Under the summary: each platform's figures that are not measurable, and why."""
     reasons = sorted({(str(r["platform"]), label, str(r[column])) for r in summary
-                      for label, column in (("out of order", "out_of_order_note"), ("delivered", "delivered_note"))
+                      for label, column in (("out of order", "out_of_order_note"), ("delivered", "delivered_note"),
+                                            ("device latency", "device_latency_note"))
                       if r.get(column) is not None})  # fmt: skip
     if not reasons:
         return ""

@@ -170,8 +170,15 @@ def chaos_pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Pa
 
 def progress(scenario: Scenario, share: float, total: int, within: float = 120) -> None:
     """Wait until ``share`` of ``total`` reached the device."""
+
+    def reached() -> bool:
+        try:
+            return scenario.delivered() >= total * share
+        except (urllib.error.URLError, OSError):
+            return False  # the simulator is busy (a loaded box); ask again
+
     wait_until(
-        lambda: scenario.delivered() >= total * share,
+        reached,
         within,
         f"{scenario.name}: {share:.0%} of {total} delivered",
         every=0.3,

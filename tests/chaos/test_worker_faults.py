@@ -7,6 +7,7 @@ duplicates within 1 per room of the partitions each fault touched).
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -154,7 +155,23 @@ def test_a_rebalance_storm_of_a_worker_joining_and_leaving_every_few_seconds_los
             next_event = time.monotonic() + 3
         time.sleep(0.5)  # pacing the storm and polling for the end
     scenario.wait_drained(total, 60)
+    # A clean hand-over re-sends nothing; what a revoke's grace cut off (a send still waiting for its answer, or for
+    # its ack, when the grace ran out) has no outcome recorded, so the next owner sends it again: one per room cut
+    # off, counted by the workers themselves. On a quiet box that is 0; a loaded one can answer sends slower than the
+    # grace (docs/reliability.md, problem 10).
+    cut = cut_off(line)
+    scenario.fault(f"rooms cut off by a revoke grace, over the run: {cut}", cut)
     report = scenario.verdict()
-    assert len(scenario.faults) >= 4, "the run ended before the storm got going"
+    assert len(scenario.faults) >= 5, "the run ended before the storm got going"
     assert_target(scenario, report)
-    assert report.duplicated == 0, report.summary()
+
+
+def cut_off(line: Pipeline) -> int:
+    """Rooms whose message was still in flight when a revoke grace ran out, over every worker's log so far (the
+    ``cut_off`` of each ``partitions_drained``)."""
+    total = 0
+    for worker in line.workers.values():
+        for text in worker.log_file.read_text(errors="replace").splitlines():
+            if '"partitions_drained"' in text:
+                total += int(json.loads(text).get("cut_off", 0))
+    return total

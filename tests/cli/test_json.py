@@ -20,7 +20,7 @@ from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_cli.main import main
 from tests.cli.harness import INTURN, assert_one_line_failure, clean_env, run
-from tests.worker.harness import read_topic
+from tests.support.topics import cli_on, read_topic
 
 TOKEN = "room-api-token-for-this-test"
 
@@ -44,8 +44,7 @@ def migrated(pg_schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
 
 @pytest.fixture
 def operator_env(migrated: str, inturn_topics: KafkaSettings, monkeypatch: pytest.MonkeyPatch) -> KafkaSettings:
-    monkeypatch.setenv("INTURN_KAFKA_BOOTSTRAP", inturn_topics.kafka_bootstrap)
-    monkeypatch.setenv("INTURN_TOPIC_MESSAGES", inturn_topics.topic_messages)
+    cli_on(inturn_topics, monkeypatch)
     monkeypatch.setenv("INTURN_TOPIC_PARTITIONS", str(inturn_topics.topic_partitions))
     return inturn_topics
 
@@ -251,8 +250,7 @@ async def test_dlq_replay_answered_yes_on_a_terminal_replays(operator_env: Kafka
 def test_produce_json(
     inturn_topics: KafkaSettings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("INTURN_KAFKA_BOOTSTRAP", inturn_topics.kafka_bootstrap)
-    monkeypatch.setenv("INTURN_TOPIC_MESSAGES", inturn_topics.topic_messages)
+    cli_on(inturn_topics, monkeypatch)
     assert main(["produce", "--rooms", "3", "--messages", "9", "--run-id", "j1", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert {k: summary[k] for k in ("target", "run_id", "rooms", "planned", "produced", "failed")} == {

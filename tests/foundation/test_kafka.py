@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,29 @@ def test_topic_create_is_idempotent_and_check_accepts_the_layout(
     assert topics.create(kafka_admin, kafka_settings) == []
     layout = topics.check(kafka_admin, kafka_settings)
     assert (layout.messages, layout.acks, layout.events, layout.dlq) == (4, 4, 4, 4)
+
+
+def test_acks_carry_the_brokers_time_not_the_producers(inturn_topics: KafkaSettings) -> None:
+    """A producer's clock far off (the webhook's host) must not move ack timestamps: a new owner looks acks up by
+    time on its own clock (docs/reliability.md, the clock rows)."""
+    producer = make_producer(inturn_topics)
+    two_minutes_ago = int(time.time() * 1000) - 120_000
+    producer.produce(inturn_topics.topic_acks, key=b"room", value=b"ack", timestamp=two_minutes_ago)
+    producer.produce(inturn_topics.topic_messages, key=b"room", value=b"message", timestamp=two_minutes_ago)
+    assert producer.flush(30) == 0
+    stamps = {}
+    for topic in (inturn_topics.topic_acks, inturn_topics.topic_messages):
+        consumer = make_consumer(inturn_topics, f"stamps-{topic}")
+        try:
+            consumer.assign([TopicPartition(topic, partition_for("room", 4), 0)])
+            record = consumer.poll(30)
+            assert record is not None
+            assert record.error() is None
+            stamps[topic] = record.timestamp()[1]
+        finally:
+            consumer.close()
+    assert stamps[inturn_topics.topic_messages] == two_minutes_ago  # CreateTime: the producer's
+    assert stamps[inturn_topics.topic_acks] >= two_minutes_ago + 100_000  # LogAppendTime: the broker's, now
 
 
 def test_topic_check_rejects_mismatched_partition_counts_and_says_how_to_fix(

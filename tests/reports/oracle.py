@@ -21,11 +21,18 @@ TERMINAL = {"acked", "ack_timeout", "dead_lettered", "skipped_duplicate", "sent"
 #: report no delivery (synchronous answers): the report gives those figures as null with a note, never 0.
 NO_ORDER = {"messenger", "instagram", "telegram"}
 NO_DELIVERY = {"instagram", "telegram"}
+#: Platforms that cannot time the device (issue 39: the device latency is computed only from what the platform
+#: reports): Messenger's watermark bounds the sends it covers, synchronous answers report no device time.
+NO_DEVICE_TIME = {"messenger", "instagram", "telegram"}
+MEASURES = ("ack", "e2e", "device")
 
 
-def blind(row: dict[str, Any], delivered: bool = True) -> dict[str, Any]:
+def blind(row: dict[str, Any], delivered: bool = True, device: bool = False) -> dict[str, Any]:
     """``row`` of a platform with what it cannot report as the report gives it: null, with the reason."""
     platform = row["platform"]
+    if device:
+        row["device_latency_note"] = not_measurable(platform, "device_latency")
+        assert (row["device_latency_note"] is not None) == (platform in NO_DEVICE_TIME), platform
     row["out_of_order_note"] = not_measurable(platform, "out_of_order")
     assert (row["out_of_order_note"] is not None) == (platform in NO_ORDER), platform
     if platform in NO_ORDER:
@@ -74,6 +81,10 @@ class Msg:
         return self.types.count(kind)
 
     def latency(self, measure: str) -> int | None:
+        if measure == "device":  # from the send to the device, where the platform times the device
+            if self.platform in NO_DEVICE_TIME or self.device is None or self.dispatch_ms is None:
+                return None
+            return self.device - self.dispatch_ms
         start = self.dispatch_ms if measure == "ack" else self.created
         return None if self.first_ack is None or start is None else self.first_ack - start
 
@@ -174,7 +185,7 @@ def summary(msgs: list[Msg]) -> list[dict[str, Any]]:
             "failed": sum(m.failed for m in ms),
             "no_device_ts": sum(m.device is None for m in ms),
         }  # fmt: skip
-        for measure in ("ack", "e2e"):
+        for measure in MEASURES:
             values = [v for m in ms if (v := m.latency(measure)) is not None]
             for p in (50, 95, 99):
                 row[f"{measure}_p{p}_ms"] = percentile(values, p / 100)
@@ -187,7 +198,7 @@ def summary(msgs: list[Msg]) -> list[dict[str, Any]]:
                            ("duplicate_rate", "duplicates")]:  # fmt: skip
             row[name] = _rate(row[part], count)
         row["out_of_order_rate"] = _rate(row["inverted"], row["pairs"])
-        rows.append(blind(row))
+        rows.append(blind(row, device=True))
     return rows
 
 
@@ -247,7 +258,7 @@ def latency_histogram(msgs: list[Msg]) -> list[dict[str, Any]]:
     """The latency histogram's rows."""
     counts: dict[tuple[dt.date, str, str, int | None], int] = defaultdict(int)
     for m in msgs:
-        for measure in ("ack", "e2e"):
+        for measure in MEASURES:
             v = m.latency(measure)
             if v is not None:
                 upper = next((e for e in EDGES if v <= e), None)

@@ -14,14 +14,15 @@ from inturn.sdk import Delivery, MessageProducer, build_message, parse_pattern, 
 from inturn.settings import KafkaSettings
 from inturn_bridge.subscription import ensure
 from inturn_cli.main import main
-from inturn_devtools.reading import reading
 from inturn_devtools.waiting import wait_until
+from tests.support.topics import cli_on, read_records
 
 
 def read_messages(settings: KafkaSettings, expected: int, timeout: float = 30.0) -> list[tuple[str, int, Message]]:
     """(key, partition, message) of ``expected`` records of the messages topic, in partition order."""
-    with reading(settings, settings.topic_messages) as reader:
-        records = sorted(reader.at_least(expected, timeout), key=lambda r: (r.partition, r.offset))
+    records = sorted(
+        read_records(settings, settings.topic_messages, expected, timeout), key=lambda r: (r.partition, r.offset)
+    )
     got = [(r.key or "", r.partition, decode(Message, r.value)) for r in records]
     assert len(got) == expected, f"read {len(got)} of {expected} records"
     return got
@@ -98,8 +99,7 @@ def test_a_pattern_is_produced_token_by_token_and_each_room_is_numbered_in_produ
 def test_inturn_produce_with_a_pattern_writes_that_interleaving_to_kafka(
     inturn_topics: KafkaSettings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("INTURN_KAFKA_BOOTSTRAP", inturn_topics.kafka_bootstrap)
-    monkeypatch.setenv("INTURN_TOPIC_MESSAGES", inturn_topics.topic_messages)
+    cli_on(inturn_topics, monkeypatch)
     code = main(["produce", "--pattern", "A7 B3 A6 A5 C5 C4 B2", "--run-id", "pat", "--rate", "1000"])
     assert code == 0
     assert "produced 7 of 7 messages over 3 rooms" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import aiohttp
@@ -236,3 +237,66 @@ async def test_probes_and_metrics_answer(
             text = await answer.text()
     assert "inturn_sim_messages_accepted_total 1.0" in text
     assert 'inturn_sim_requests_rejected_total{status="401"} 1.0' in text
+
+
+async def test_a_429_storm_on_one_account_refuses_its_sends_for_its_duration_and_spares_the_others(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        await control(client, sim, "faults", {"account": "111", "status": 429, "for_s": 0.5, "retry_after": 2})
+        storm = [await send(client, sim, message("491701"), phone_number_id="111") for _ in range(5)]
+        other = await send(client, sim, message("491701"), phone_number_id="222")
+        assert [(status, headers["Retry-After"]) for status, _, headers in storm] == [(429, "2")] * 5
+        meta_error(storm[0][1], 130429)
+        assert other[0] == 200  # another account's sends go through during the storm
+        storm_ends = max(f.until or 0.0 for f in sim.sim.faults)
+        await eventually(lambda: time.monotonic() >= storm_ends, 5, "the storm's end", every=0.05)
+        assert (await send(client, sim, message("491701"), phone_number_id="111"))[0] == 200
+        stats = await control(client, sim, "stats")
+    assert (stats["rejected"], stats["accepted"]) == ({"429": 5}, 2)
+
+
+async def test_delayed_callbacks_arrive_late_and_out_of_send_order(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    knobs = {"callback_delay_median_ms": 100, "callback_delay_p99_ms": 2000, "callback_delay_max_ms": 3000, "seed": 5}
+    async with running_sim(sim_settings(**knobs)) as sim:
+        wamids = []
+        for n in range(40):
+            wamids.append((await send(client, sim, message(f"4917{n:02d}", f"room-{n}", "m1")))[1]["messages"][0]["id"])
+        await eventually(lambda: hook.of_status("delivered") == 40, 15, "every status, late", every=0.05)
+        stats = await control(client, sim, "stats")
+    arrival = [s["id"] for s in hook.statuses if s["status"] == "sent"]
+    assert sorted(arrival) == sorted(wamids)
+    assert arrival != wamids  # the delays reorder callbacks across messages
+    assert stats["callbacks_delayed"] == 80  # sent and delivered of each
+    for wamid in wamids:
+        assert hook.of(wamid) == ["sent", "delivered"]  # one message's statuses stay in order
+
+
+async def test_duplicated_callbacks_repeat_answered_requests_later(
+    hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    knobs = {"callback_duplicate_rate": 1.0, "callback_duplicate_delay_ms": 300, "callback_batch_max": 1}
+    async with running_sim(sim_settings(**knobs)) as sim:
+        wamid = (await send(client, sim, message("491701", "room-A", "m1")))[1]["messages"][0]["id"]
+        await eventually(lambda: len(hook.of(wamid)) == 4, 5, "each status twice", every=0.01)
+        stats = await control(client, sim, "stats")
+    assert sorted(hook.of(wamid)) == ["delivered", "delivered", "sent", "sent"]
+    assert stats["callbacks_duplicated"] == 2
+    assert stats["callbacks_by_status"] == {"sent": 1, "delivered": 1}  # the duplicates are not counted as sent
+
+
+async def test_a_send_under_via_names_its_sender_in_the_receipt(
+    sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
+) -> None:
+    async with running_sim(sim_settings()) as sim:
+        url = f"{sim.url}/_via/w1/v21.0/100200300/messages"
+        async with client.post(url, json=message("491701", "room-A", "m1"), headers=AUTH) as answer:
+            assert answer.status == 200
+        await send(client, sim, message("491701", "room-A", "m2"))
+        await eventually(lambda: sim.sim.stats.deliveries == 2, 5, "both at the device", every=0.01)
+        log = await control(client, sim, "receipts")
+    by_message = {r["message_id"]: r for r in log["receipts"]}
+    assert by_message["m1"]["via"] == "w1"
+    assert "via" not in by_message["m2"]

@@ -16,10 +16,10 @@ from inturn.kafka import make_consumer
 from inturn.schemas import encode_callback_data
 from inturn.settings import KafkaSettings
 from inturn.settings.webhook import WebhookSettings
-from inturn_devtools.reading import reading
 from inturn_devtools.waiting import eventually, wait_until
 from inturn_webhook import create_app
 from inturn_webhook.signature import sign
+from tests.support.topics import read_records
 
 APP_SECRET = "current-app-secret"
 PREVIOUS_APP_SECRET = "previous-app-secret"
@@ -114,8 +114,7 @@ def read_topic(
     settings: KafkaSettings, topic: str, expected: int, timeout: float = 20.0
 ) -> list[tuple[str, int, bytes]]:
     """(key, partition, value) of the first ``expected`` records of ``topic``; fails after ``timeout``."""
-    with reading(settings, topic) as reader:
-        got = [(r.key or "", r.partition, r.value) for r in reader.at_least(expected, timeout)]
+    got = [(r.key or "", r.partition, r.value) for r in read_records(settings, topic, expected, timeout)]
     assert len(got) == expected, f"{topic}: {len(got)} records, expected {expected}"
     return got
 

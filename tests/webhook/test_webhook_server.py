@@ -75,7 +75,7 @@ def served(inturn_topics: KafkaSettings) -> Iterator[tuple[str, subprocess.Popen
     try:
         wait_until(
             lambda: httpx.get(f"http://127.0.0.1:{internal}/readyz", timeout=1).status_code == 200,
-            30,
+            60,  # its start-up takes 25 s on a 2-core machine at load average 40
             lambda: f"the webhook ready; stderr: {proc.stderr.read().decode() if proc.stderr and proc.poll() else ''}",
             every=0.1,
             ignore=(httpx.TransportError,),  # not listening yet

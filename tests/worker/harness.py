@@ -37,13 +37,13 @@ from inturn.schemas import (
 )
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
-from inturn_devtools.reading import reading
 from inturn_devtools.waiting import eventually
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
 from tests.support.messages import text_message
+from tests.support.topics import read_topic as read_topic  # re-exported for the worker tests
 
 
 @dataclass
@@ -272,20 +272,6 @@ async def running_worker(settings: WorkerSettings) -> AsyncIterator[Worker]:
 def committed(settings: KafkaSettings, group: str) -> int:
     """The sum of the group's committed offsets over the messages partitions (blocking)."""
     return committed_total(settings, group)
-
-
-def read_topic(settings: KafkaSettings, topic: str, expect: int | None = None, timeout: float = 20.0) -> list[bytes]:
-    """Every record value of ``topic``: read until ``expect`` records came (or, without it, until the topic was
-    quiet for 1 s); past ``timeout``, what was read (the caller asserts on it)."""
-    with reading(settings, topic) as reader:
-        try:
-            if expect is None:
-                reader.settle(quiet=1.0, within=timeout)
-            else:
-                reader.at_least(expect, timeout)
-        except TimeoutError:
-            pass  # the caller asserts on what was read
-        return [record.value for record in reader.records]
 
 
 async def events(settings: KafkaSettings, expect_terminal: int | None = None) -> list[Event]:

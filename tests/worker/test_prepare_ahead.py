@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from prometheus_client import generate_latest
+
 from inturn.errors import PermanentPlatformError
 from inturn.platforms import PreparedSend, SendResult
 from inturn.schemas import Message, encode, now_ms
@@ -122,6 +124,11 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     part.rooms["R"].head_since -= 0.10  # 250 ms: more than twice whatsapp's 100 ms (the default is 60 s)
     assert rooms.stuck() == 1
     await rooms.close()
+    # The gauge's help says what is counted here (and what the alert and docs/operations.md say): twice.
+    help_line = next(
+        line for line in generate_latest().decode().splitlines() if line.startswith("# HELP inturn_worker_stuck_rooms ")
+    )
+    assert "more than twice its platform's ack timeout" in help_line
 
 
 async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_when_idle_long_enough() -> None:

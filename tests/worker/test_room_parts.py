@@ -1,10 +1,6 @@
-"""The small structures under the room loops: ack deadlines on one timer, and a room's entry queue."""
+"""The small structures under the room loops: a room's entry queue, the event log's records."""
 
 from __future__ import annotations
-
-import asyncio
-from collections.abc import Callable
-from typing import Any
 
 import orjson
 
@@ -12,64 +8,9 @@ from inturn.kafka import make_producer
 from inturn.schemas import Event, EventType, OrderingMode, decode
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.acks import COMPACT_MIN, Deadlines
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, EntryQueue, Partition
 from tests.worker.harness import read_topic
-
-
-def _recorder(fired: list[str], name: str) -> Callable[[asyncio.Future[Any]], None]:
-    return lambda _: fired.append(name)
-
-
-async def test_deadlines_resolve_in_time_order_and_a_cancelled_one_never_fires() -> None:
-    loop = asyncio.get_running_loop()
-    deadlines = Deadlines()
-    fired: list[str] = []
-    futures: dict[str, asyncio.Future[Any]] = {}
-    # Added out of order: the later-added, earlier deadline must re-arm the one timer.
-    for name, delay in (("slow", 0.30), ("fast", 0.05), ("cancelled", 0.10), ("middle", 0.15)):
-        future: asyncio.Future[Any] = loop.create_future()
-        future.add_done_callback(_recorder(fired, name))
-        futures[name] = future
-        handle = deadlines.add(delay, future)
-        if name == "cancelled":
-            deadlines.cancel(handle)
-    await asyncio.wait_for(futures["slow"], 5)
-    assert fired == ["fast", "middle", "slow"]
-    assert not futures["cancelled"].done()
-    assert futures["fast"].result() is None
-
-
-async def test_a_deadline_leaves_an_already_resolved_future_alone() -> None:
-    loop = asyncio.get_running_loop()
-    deadlines = Deadlines()
-    acked: asyncio.Future[Any] = loop.create_future()
-    deadlines.add(0.02, acked)
-    acked.set_result("ack")
-    later: asyncio.Future[Any] = loop.create_future()
-    deadlines.add(0.05, later)
-    await asyncio.wait_for(later, 5)
-    assert acked.result() == "ack"
-
-
-async def test_cancelled_deadlines_do_not_stay_in_the_heap_until_their_time_and_live_ones_still_fire() -> None:
-    """Every message adds a deadline and cancels it once acked: the heap must not keep an entry per message of the
-    last ack timeout."""
-    loop = asyncio.get_running_loop()
-    deadlines = Deadlines()
-    live: asyncio.Future[Any] = loop.create_future()
-    deadlines.add(0.2, live)
-    for _ in range(10 * COMPACT_MIN):
-        deadlines.cancel(deadlines.add(30, loop.create_future()))
-    assert len(deadlines) < 2 * COMPACT_MIN
-    fired = loop.create_future()
-    handle = deadlines.add(0.05, fired)
-    await asyncio.wait_for(fired, 5)
-    deadlines.cancel(handle)  # after it fired: allowed, and it changes nothing
-    await asyncio.wait_for(live, 5)
-    assert live.result() is None
-    assert len(deadlines) < 2 * COMPACT_MIN
 
 
 def _entry(part: Partition, offset: int) -> Entry:

@@ -24,6 +24,8 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "inturn_sim_callback_requests": ("callback_requests", "Callback requests the webhook answered 2xx."),
     "inturn_sim_callback_retries": ("callback_retries", "Callback requests retried after non-2xx or no answer."),
     "inturn_sim_callbacks_failed": ("callbacks_failed", "Statuses given up after the last retry."),
+    "inturn_sim_callbacks_duplicated": ("callbacks_duplicated", "Statuses called back a second time, later."),
+    "inturn_sim_callbacks_delayed": ("callbacks_delayed", "Statuses held back by the callback delay knob."),
     "inturn_sim_callbacks_unsent": ("callbacks_unsent", "Statuses not sent because no webhook URL is set."),
 }
 GAUGES: dict[str, tuple[str, str]] = {

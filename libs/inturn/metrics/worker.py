@@ -29,7 +29,9 @@ MISROUTED = Counter(
     "(set partitioner=murmur2_random). Their acks still find this worker through the callback data.",
 )
 ACTIVE_ROOMS = Gauge("inturn_worker_active_rooms", "Rooms with a running sender loop.")
-STUCK_ROOMS = Gauge("inturn_worker_stuck_rooms", "Rooms whose head message waits longer than its ack timeout.")
+STUCK_ROOMS = Gauge(
+    "inturn_worker_stuck_rooms", "Rooms whose head message has waited more than twice its platform's ack timeout."
+)
 BLOCKED_ROOMS = Gauge("inturn_worker_blocked_rooms", "Rooms stopped by the block policy until an operator acts.")
 BUFFERED = Gauge("inturn_worker_buffered_messages", "Consumed messages not yet terminal.", ["partition"])
 PAUSED_PARTITIONS = Gauge("inturn_worker_paused_partitions", "Partitions paused for backpressure.")

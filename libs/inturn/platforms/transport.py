@@ -3,8 +3,8 @@
 Chosen by measurement (``benchmarks/bench_transport.py``): against the platform simulator at the worker's
 concurrency it costs a fraction of aiohttp's client CPU per request, because a request is one write of
 prepared bytes and a response a few parser callbacks, with no Task, no stream reader and no per-request
-objects beyond a future and the answer. Every request's timeout is a place in one line of deadlines (they
-all have the same length, so the line is in deadline order) watched by one loop timer, not a timer each.
+objects beyond a future and the answer. Every request's timeout is a deadline on one loop timer
+(``inturn.deadlines``), not a timer each.
 
 What it promises, each pinned by ``tests/platforms/test_transport.py``:
 
@@ -39,6 +39,8 @@ from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
+
+from inturn.deadlines import Deadline, Deadlines
 
 MAX_BODY = 1 << 20  # an answer larger than this is refused: a send endpoint answers with a few hundred bytes
 _ORIGINS_CACHED = 4096  # parsed URLs kept (one per platform account); the cache starts over beyond it
@@ -108,9 +110,7 @@ class HttpTransport:
         self._live: set[_Connection] = set()  # open ones, idle or busy
         self._targets: dict[str, tuple[Origin, bytes]] = {}
         self._heads: dict[int, tuple[dict[str, str], bytes]] = {}
-        #: (deadline, connection, its request's serial) per request written, in deadline order (see ``_watch``)
-        self._deadlines: deque[tuple[float, _Connection, int]] = deque()
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = Deadlines()  # one per request on the wire (``watch``)
         self._closed = False
 
     @property
@@ -231,36 +231,15 @@ class HttpTransport:
         else:
             connection.send(request)
 
-    def _watch(self, loop: asyncio.AbstractEventLoop, connection: _Connection) -> None:
-        """Start the timeout of the request ``connection`` just wrote.
+    def watch(self, connection: _Connection) -> Deadline:
+        """Start the timeout of the request ``connection`` just wrote; the connection cancels it when the request
+        ends (answered, failed, closed). The deadline holds the connection, not the request: no body is kept alive
+        by it."""
+        return self._deadlines.add(self._timeout_s, _Connection.timed_out, connection)
 
-        One timer for all: it is armed for the oldest deadline; when it fires, entries whose request was answered
-        (the connection's serial moved on) are dropped, a request still waiting past its deadline times out, and
-        the timer is armed again for the first one still waiting. Every request's timeout is ``timeout_s``, fixed
-        for the transport's life, so appending keeps the line in deadline order. An entry holds no request: no
-        body is kept alive by it."""
-        when = loop.time() + self._timeout_s
-        self._deadlines.append((when, connection, connection.serial))
-        if self._timer is None:
-            self._timer = loop.call_at(when, self._expire, loop)
-
-    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._timer = None
-        now = loop.time()
-        deadlines = self._deadlines
-        while deadlines:
-            when, connection, serial = deadlines[0]
-            if connection.serial != serial or connection.request is None:  # answered, failed or closed already
-                deadlines.popleft()
-            elif when <= now:
-                deadlines.popleft()
-                connection.timed_out()
-            else:
-                break
-        if deadlines:  # the first one still waiting (a timer armed meanwhile would be for a later one)
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = loop.call_at(deadlines[0][0], self._expire, loop)
+    def unwatch(self, deadline: Deadline | None) -> None:
+        """The request ``deadline`` was for has ended."""
+        self._deadlines.cancel(deadline)
 
     def release(self, connection: _Connection) -> None:
         """A connection finished an answer and may be reused: it serves the line, or waits in the pool."""
@@ -306,10 +285,7 @@ class HttpTransport:
         for connection in list(self._live):
             connection.close()  # a request on the wire fails with ConnectionError
         self._idle.clear()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._deadlines.clear()
+        self._deadlines.close()
         await asyncio.sleep(0)  # let the transports run their close callbacks
 
 
@@ -322,7 +298,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.request: _Request | None = None
-        self.serial = 0  # requests written so far: names the one on the wire in the owner's line of deadlines
+        self.deadline: Deadline | None = None  # the timeout of the request on the wire (``HttpTransport.watch``)
         self.sent_at_ms = 0
         self.chunks: list[bytes] = []
         self.size = 0
@@ -347,8 +323,7 @@ class _Connection(asyncio.Protocol):
         self.complete = False
         self.sent_at_ms = time.time_ns() // 1_000_000
         self.transport.writelines((self.owner.head(request), request.body))
-        self.serial += 1
-        self.owner._watch(request.future.get_loop(), self)
+        self.deadline = self.owner.watch(self)
 
     def data_received(self, data: bytes) -> None:
         if self.request is None:  # bytes nobody asked for: the connection is out of step
@@ -380,6 +355,8 @@ class _Connection(asyncio.Protocol):
         request = self.request
         assert request is not None
         self.request = None
+        self.owner.unwatch(self.deadline)
+        self.deadline = None
         body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
         if not request.future.done():
             request.future.set_result(Response(self.parser.get_status_code(), body, self.retry_after, self.sent_at_ms))
@@ -389,11 +366,15 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def timed_out(self) -> None:
-        """The request on the wire got no complete answer in time (called by the owner's deadline timer)."""
-        self._fail(TimeoutError(f"no complete answer within {self.owner.timeout_s:g} s"))
+        """The request on the wire got no complete answer in time (called by its deadline)."""
+        self.deadline = None
+        if self.request is not None:
+            self._fail(TimeoutError(f"no complete answer within {self.owner.timeout_s:g} s"))
 
     def _fail(self, exc: Exception) -> None:
         request, self.request = self.request, None
+        self.owner.unwatch(self.deadline)
+        self.deadline = None
         if request is not None and not request.future.done():
             request.future.set_exception(exc)
         self.close()

@@ -135,6 +135,9 @@ class KafkaSettings(InturnSettings):
         default_factory=dict,
         description="Extra librdkafka settings as a JSON object (e.g. security.protocol, sasl.*).",
     )
+    kafka_compression: Literal["none", "lz4", "zstd", "snappy", "gzip"] = Field(
+        "lz4", description="compression.type of inturn's producers (the broker keeps each batch as produced)."
+    )
     topic_messages: str = Field("inturn.messages", description="Topic of outbound messages, key = room_id.")
     topic_acks: str = Field("inturn.acks", description="Topic of platform acks, key = room_id.")
     topic_events: str = Field("inturn.events", description="Topic of delivery events (every outcome).")

@@ -83,6 +83,17 @@ class SimSettings(InturnSettings):
         200.0, ge=0, description="First retry delay; doubles with every further retry."
     )
     sim_callback_timeout_s: float = Field(5.0, gt=0, description="Timeout of one callback request.")
+    sim_callback_delay_median_ms: float = Field(
+        0.0, ge=0, description="Median of a lognormal delay before each due status is called back (0: none)."
+    )
+    sim_callback_delay_p99_ms: float = Field(0.0, ge=0, description="99th percentile of that delay.")
+    sim_callback_delay_max_ms: float = Field(30_000.0, gt=0, description="That delay is capped to this.")
+    sim_callback_duplicate_rate: float = Field(
+        0.0, ge=0, le=1, description="Share of answered callback requests the platform sends once more, later."
+    )
+    sim_callback_duplicate_delay_ms: float = Field(
+        1_000.0, ge=0, description="A duplicated callback request is sent again after a uniform 0..this delay."
+    )
 
     # Receipt log.
     sim_receipts_path: str | None = Field(
@@ -97,4 +108,6 @@ class SimSettings(InturnSettings):
     def _latency_is_ordered(self) -> SimSettings:
         if self.sim_latency_p99_ms < self.sim_latency_median_ms:
             raise ValueError("INTURN_SIM_LATENCY_P99_MS must be >= INTURN_SIM_LATENCY_MEDIAN_MS")
+        if self.sim_callback_delay_median_ms and self.sim_callback_delay_p99_ms < self.sim_callback_delay_median_ms:
+            raise ValueError("INTURN_SIM_CALLBACK_DELAY_P99_MS must be >= INTURN_SIM_CALLBACK_DELAY_MEDIAN_MS")
         return self

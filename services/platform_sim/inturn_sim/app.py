@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -25,13 +26,18 @@ REGISTRY = web.AppKey("sim_registry", CollectorRegistry)
 
 
 class FaultRequest(BaseModel):
-    """Body of ``POST /_sim/faults``: the next ``count`` sends (to ``recipient``, or any) get ``status``."""
+    """Body of ``POST /_sim/faults``: the next ``count`` sends (to ``recipient`` from ``account``, or any) get
+    ``status``; with ``for_s``, every matching send during the next ``for_s`` seconds does (``count`` unused)."""
 
     model_config = ConfigDict(extra="forbid")
 
     recipient: str | None = None
+    account: str | None = Field(
+        None, description="Only sends of this account (phone_number_id, page, IG account, Account SID, 'bot')."
+    )
     status: Literal[400, 401, 429, 500, 503]
     count: int = Field(1, ge=1)
+    for_s: float | None = Field(None, gt=0, le=3600, description="A storm: every matching send for this long.")
     retry_after: float | None = Field(None, ge=0, description="Retry-After of a 429 (seconds; default 1).")
 
 
@@ -51,6 +57,7 @@ def create_app(settings: SimSettings) -> web.Application:
     registry = app[REGISTRY] = registry_for(sim.stats.snapshot)
     app.cleanup_ctx.append(_lifecycle)
     app.router.add_post("/{version}/{phone_number_id}/messages", send_message)
+    app.router.add_post("/_via/{via}/{version}/{phone_number_id}/messages", send_message)
     add_platform_routes(app, SIM)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/receipts", receipts)
@@ -81,7 +88,8 @@ def _meta_error(sim: Simulator, status: int, details: str | None = None) -> web.
 
 
 async def send_message(request: web.Request) -> web.Response:
-    """``POST /{version}/{phone_number_id}/messages``: WhatsApp Cloud API's send call."""
+    """``POST /{version}/{phone_number_id}/messages``: WhatsApp Cloud API's send call (also under ``/_via/{name}``,
+    which names the sender in its receipts: fault tests give each worker its own)."""
     sim = request.app[SIM]
     if not sim.authorized(request.headers.get("Authorization")):
         return _meta_error(sim, 401)
@@ -89,7 +97,7 @@ async def send_message(request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
     except orjson.JSONDecodeError:
         return _meta_error(sim, 400, "The request body is not valid JSON.")
-    answer = sim.answer_send(request.match_info["phone_number_id"], body)
+    answer = sim.answer_send(request.match_info["phone_number_id"], body, request.match_info.get("via"))
     if answer.delay_s:
         await asyncio.sleep(answer.delay_s)  # the modelled slow answer itself, not a wait for a condition
     return web.Response(status=answer.status, body=answer.body, headers=answer.headers, content_type="application/json")
@@ -134,8 +142,9 @@ async def faults(request: web.Request) -> web.Response:
         ask = FaultRequest.model_validate_json(await request.read())
     except ValidationError as exc:
         return _json({"error": str(exc)}, status=400)
-    sim.add_fault(Fault(ask.status, ask.count, ask.recipient, ask.retry_after))
-    return _json({"queued": ask.count, "faults": len(sim.faults)})
+    until = time.monotonic() + ask.for_s if ask.for_s is not None else None
+    sim.add_fault(Fault(ask.status, ask.count, ask.recipient, ask.retry_after, ask.account, until))
+    return _json({"queued": ask.count, "for_s": ask.for_s, "faults": len(sim.faults)})
 
 
 async def release(request: web.Request) -> web.Response:

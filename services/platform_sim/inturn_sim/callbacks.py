@@ -9,6 +9,7 @@ status can be scheduled. That chain is what keeps sent -> delivered -> read in o
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from collections.abc import Callable, Iterable
 from urllib.parse import urlencode
@@ -19,7 +20,7 @@ from yarl import URL
 
 from inturn.schemas import now_ms
 from inturn_sim import meta, platforms
-from inturn_sim.knobs import Knobs
+from inturn_sim.knobs import Knobs, Latency
 from inturn_sim.records import Stats, Status
 
 log = structlog.get_logger("inturn_sim.callbacks")
@@ -42,6 +43,7 @@ class CallbackSender:
         generation: Callable[[], int],
         on_done: Callable[[list[Status]], None],
         twilio_auth_token: bytes = b"",
+        rng: random.Random | None = None,
     ) -> None:
         self._knobs = knobs
         self._stats = stats
@@ -60,6 +62,9 @@ class CallbackSender:
         self._wake = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._rng = rng or random.Random()  # noqa: S311 - a simulation's draws, not cryptography
+        self._delay: tuple[tuple[float, float, float], Latency] | None = None  # the knobs it was made of, and it
+        self._again: set[asyncio.Task[None]] = set()  # duplicated requests on their way
 
     async def start(self) -> None:
         """Open the client session and start the sender coroutines."""
@@ -73,10 +78,11 @@ class CallbackSender:
 
     async def close(self) -> None:
         """Stop sending (what is still due is not sent) and close the session."""
-        for task in self._tasks:
+        for task in (*self._tasks, *self._again):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._again, return_exceptions=True)
         self._tasks = []
+        self._again.clear()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -96,8 +102,28 @@ class CallbackSender:
             self._held.setdefault(recipient, []).append(status)
             self._stats.withheld += 1
             return
+        if self._knobs.callback_delay_median_ms > 0:  # the platform is late with it: another status may overtake
+            self._stats.callbacks_delayed += 1
+            asyncio.get_running_loop().call_later(self._delay_draw(), self._due_late, status)
+            return
         self._outbox.append(status)
         self._wake.set()
+
+    def _delay_draw(self) -> float:
+        knobs = self._knobs
+        shape = (
+            knobs.callback_delay_median_ms,
+            max(knobs.callback_delay_p99_ms, knobs.callback_delay_median_ms),
+            knobs.callback_delay_max_ms,
+        )
+        if self._delay is None or self._delay[0] != shape:
+            self._delay = (shape, Latency(self._rng, *shape))
+        return self._delay[1].draw()
+
+    def _due_late(self, status: Status) -> None:
+        if status.sent.generation == self._generation():
+            self._outbox.append(status)
+            self._wake.set()
 
     def release(self, recipients: Iterable[str]) -> int:
         """Queue every held status of ``recipients`` in the order it became due; returns how many."""
@@ -226,6 +252,13 @@ class CallbackSender:
             for s in batch:
                 by_status[s.status] = by_status.get(s.status, 0) + 1
             self._on_done(batch)
+            rate = self._knobs.callback_duplicate_rate
+            if rate > 0 and self._rng.random() < rate:  # the platform delivers this request once more, later
+                self._stats.callbacks_duplicated += len(batch)
+                delay = self._rng.uniform(0, self._knobs.callback_duplicate_delay_ms / 1000)
+                task = asyncio.create_task(self._post_again(url, body, headers, delay), name="sim-callback-again")
+                self._again.add(task)
+                task.add_done_callback(self._again.discard)
             return
         if attempt < self._knobs.callback_retries:
             self._stats.callback_retries += 1
@@ -235,6 +268,16 @@ class CallbackSender:
         log.warning("callback_given_up", answer=answer, statuses=len(batch), attempts=attempt + 1)
         self._stats.callbacks_failed += len(batch)
         self._on_done(batch)
+
+    async def _post_again(self, url: str, body: bytes, headers: dict[str, str], delay: float) -> None:
+        """A duplicate of an answered callback request: sent once, its answer ignored (the webhook must cope)."""
+        await asyncio.sleep(delay)  # the modelled duplicate's delay itself, not a wait for a condition
+        assert self._session is not None
+        try:
+            async with self._session.post(URL(url, encoded=True), data=body, headers=headers) as response:
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.info("callback_duplicate_unanswered", error=type(exc).__name__)
 
     def _retry(self, batch: list[Status], attempt: int) -> None:
         current = self._generation()

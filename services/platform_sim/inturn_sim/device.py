@@ -36,8 +36,10 @@ class ReceiptLog:
         wamid: str,
         accepted_at_ms: int,
         delivered_at_ms: int,
+        via: str | None = None,
     ) -> dict[str, Any]:
-        """Append one device delivery; ``duplicate`` when the same (room_id, message_id) arrived before."""
+        """Append one device delivery; ``duplicate`` when the same (room_id, message_id) arrived before; ``via``:
+        the sender's name from a ``/_via/{name}/`` send path (only then in the record)."""
         duplicate = False
         if room_id is not None and message_id is not None:
             key = (room_id, message_id)
@@ -58,6 +60,8 @@ class ReceiptLog:
             "delivered_at_ms": delivered_at_ms,
             "duplicate": duplicate,
         }
+        if via is not None:
+            receipt["via"] = via
         self.receipts.append(receipt)
         if len(self.receipts) > self._keep:
             # Trim a quarter at once so the cost is amortised; a long benchmark must not grow without bound.

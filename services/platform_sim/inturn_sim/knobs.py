@@ -37,6 +37,11 @@ class Knobs:
     rate_limit_per_s: float
     callback_retries: int
     callback_backoff_ms: float
+    callback_delay_median_ms: float
+    callback_delay_p99_ms: float
+    callback_delay_max_ms: float
+    callback_duplicate_rate: float
+    callback_duplicate_delay_ms: float
     withhold_recipients: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
@@ -72,6 +77,11 @@ class ConfigUpdate(BaseModel):
     rate_limit_per_s: float | None = Field(None, ge=0)
     callback_retries: int | None = Field(None, ge=0, le=20)
     callback_backoff_ms: float | None = Field(None, ge=0)
+    callback_delay_median_ms: float | None = Field(None, ge=0)
+    callback_delay_p99_ms: float | None = Field(None, ge=0)
+    callback_delay_max_ms: float | None = Field(None, gt=0)
+    callback_duplicate_rate: float | None = Field(None, ge=0, le=1)
+    callback_duplicate_delay_ms: float | None = Field(None, ge=0)
     withhold_recipients: list[str] | None = None
     seed: int | None = Field(None, description="Re-seed the random draws.")
 
@@ -79,6 +89,9 @@ class ConfigUpdate(BaseModel):
     def _p99_not_below_median(self) -> ConfigUpdate:
         if self.latency_median_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_median_ms:
             raise ValueError("latency_p99_ms must be >= latency_median_ms")
+        median, p99 = self.callback_delay_median_ms, self.callback_delay_p99_ms
+        if median and p99 is not None and p99 < median:
+            raise ValueError("callback_delay_p99_ms must be >= callback_delay_median_ms")
         return self
 
 

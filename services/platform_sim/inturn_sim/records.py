@@ -27,6 +27,7 @@ class Sent:
         "room_id",
         "sender",
         "to",
+        "via",
         "wamid",
     )
 
@@ -45,6 +46,7 @@ class Sent:
         platform: str = "whatsapp",
         callback_url: str | None = None,
         sender: str | None = None,
+        via: str | None = None,
     ) -> None:
         self.wamid = wamid
         self.to = to
@@ -59,6 +61,7 @@ class Sent:
         self.platform = platform  # whatsapp, messenger, instagram, twilio or telegram
         self.callback_url = callback_url  # Twilio: the send's StatusCallback
         self.sender = sender  # Twilio: the send's From (or Messaging Service SID)
+        self.via = via  # the sending process's name, from a /_via/{name}/ send path (WhatsApp)
 
 
 class Status:
@@ -90,9 +93,12 @@ class Stats:
     callback_requests: int = 0  # callback requests answered 2xx
     callback_retries: int = 0  # callback requests retried after non-2xx or no answer
     callbacks_failed: int = 0  # statuses given up after the last retry
+    callbacks_duplicated: int = 0  # statuses the platform called back a second time (callback_duplicate_rate)
+    callbacks_delayed: int = 0  # statuses held back by callback_delay before being called back
     callbacks_unsent: int = 0  # statuses not sent because no webhook URL is configured
     withheld: int = 0  # statuses held back right now (withhold_recipients)
     pending: int = 0  # accepted messages not yet at the device
+    slow_answers: int = 0  # sends accepted and answered only after slow_ms (their callbacks may come first)
 
     def reject(self, status: int) -> None:
         """Count one send answered with an error ``status``."""

@@ -47,12 +47,15 @@ MESSAGE_TYPES = frozenset(
 
 @dataclass(slots=True)
 class Fault:
-    """A queued one-shot answer (``POST /_sim/faults``): the next ``remaining`` matching sends get ``status``."""
+    """A queued answer (``POST /_sim/faults``): the next ``remaining`` matching sends get ``status``, or, with
+    ``until`` (monotonic seconds), every matching send until then (a storm or a burst)."""
 
     status: int
     remaining: int
     recipient: str | None = None
     retry_after: float | None = None
+    account: str | None = None  # phone_number_id, page, IG account, Account SID or "bot"; None: any
+    until: float | None = None
 
 
 @dataclass(slots=True)
@@ -92,6 +95,7 @@ class Simulator:
             generation=lambda: self.generation,
             on_done=self._status_called_back,
             twilio_auth_token=settings.sim_twilio_auth_token.get_secret_value().encode(),
+            rng=self.rng,
         )
         self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
         self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
@@ -133,14 +137,14 @@ class Simulator:
         """Whether the ``Authorization`` header carries the configured bearer token (constant-time compare)."""
         return authorization is not None and hmac.compare_digest(authorization.encode(), self._bearer.encode())
 
-    def answer_send(self, phone_number_id: str, body: Any) -> Answer:
+    def answer_send(self, phone_number_id: str, body: Any, via: str | None = None) -> Answer:
         """Validate, apply faults and the rate limit, and accept a send body (already JSON-decoded)."""
         problem = _invalid(body)
         if problem is not None:
             self.stats.reject(400)
             return Answer(400, meta.error_body(400, problem))
         to: str = body["to"]
-        if self.faults and (fault := self._take_fault(to)) is not None:
+        if self.faults and (fault := self._take_fault(phone_number_id, to)) is not None:
             return self._fault_answer(fault)
         knobs = self.knobs
         if knobs.rate_limit_per_s > 0 and (wait := self._take_token(phone_number_id)) is not None:
@@ -150,12 +154,14 @@ class Simulator:
         if knobs.error_rate_5xx > 0 and rng.random() < knobs.error_rate_5xx:
             self.stats.reject(500)
             return Answer(500, meta.error_body(500))
-        wamid = self._accept(phone_number_id, to, body.get("biz_opaque_callback_data"))
+        wamid = self._accept(phone_number_id, to, body.get("biz_opaque_callback_data"), via)
         delay = knobs.slow_ms / 1000 if knobs.slow_rate > 0 and rng.random() < knobs.slow_rate else 0.0
+        if delay:
+            self.stats.slow_answers += 1
         # A slow answer is slow after acceptance: callbacks may reach the webhook before the send returns.
         return Answer(200, meta.send_answer(to, wamid), delay_s=delay)
 
-    def _accept(self, phone_number_id: str, to: str, callback_data: str | None) -> str:
+    def _accept(self, phone_number_id: str, to: str, callback_data: str | None, via: str | None = None) -> str:
         knobs, rng = self.knobs, self.rng
         self._next_id += 1
         wamid = f"wamid.SIM{self._run_id}{self._next_id:010X}"
@@ -168,8 +174,9 @@ class Simulator:
         decoded = decode_callback_data(callback_data)
         room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
         sent = Sent(
-            wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation
-        )
+            wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation,
+            via=via,
+        )  # fmt: skip
         self.stats.accepted += 1
         self.stats.pending += 1
         loop = asyncio.get_running_loop()
@@ -179,7 +186,7 @@ class Simulator:
     def gate(self, account: str, to: str) -> tuple[int, float | None] | None:
         """Queued faults, the rate limit per ``account`` and the 5xx rate, for the platforms other than WhatsApp: None
         when the send may be accepted, else the HTTP status to answer (counted) and its Retry-After seconds."""
-        if self.faults and (fault := self._take_fault(to)) is not None:
+        if self.faults and (fault := self._take_fault(account, to)) is not None:
             self.stats.reject(fault.status)
             after = (fault.retry_after if fault.retry_after is not None else 1.0) if fault.status == 429 else None
             return fault.status, after
@@ -270,7 +277,7 @@ class Simulator:
             # Messenger has no failure event: the message is simply never delivered.
             return
         receipt = self.receipts.record(
-            sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at
+            sent.to, sent.phone_number_id, sent.room_id, sent.message_id, sent.wamid, sent.accepted_at_ms, at, sent.via
         )
         self.stats.deliveries += 1
         if receipt["duplicate"]:
@@ -345,12 +352,19 @@ class Simulator:
         bucket[0] = tokens
         return (1 - tokens) / rate
 
-    def _take_fault(self, to: str) -> Fault | None:
-        for fault in self.faults:
-            if fault.recipient is None or fault.recipient == to:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    self.faults.remove(fault)
+    def _take_fault(self, account: str, to: str) -> Fault | None:
+        now = time.monotonic()
+        for fault in list(self.faults):
+            if fault.until is not None and now >= fault.until:
+                self.faults.remove(fault)  # a storm that is over
+                continue
+            if (fault.recipient is None or fault.recipient == to) and (
+                fault.account is None or fault.account == account
+            ):
+                if fault.until is None:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self.faults.remove(fault)
                 return fault
         return None
 

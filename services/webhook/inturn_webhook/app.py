@@ -36,6 +36,7 @@ from inturn_webhook.admission import admission
 from inturn_webhook.callbacks import Answer, CallbackEndpoint, TwilioEndpoint
 from inturn_webhook.guard import Budget, Guard, HeapKeeper, release_memory_after_bodies
 from inturn_webhook.intake import AckIntake
+from inturn_webhook.internal import LOOP_STALLED_S, InternalServer, LoopBeat
 from inturn_webhook.platforms import parse_messenger, parse_twilio
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.statuses import parse_generic, parse_meta
@@ -74,6 +75,14 @@ _HEALTHZ_STATUS, _HEALTHZ = probes.health_answer(True, {})
 _HEALTHZ_HEADERS = ((b"content-length", b"%d" % len(_HEALTHZ)), (b"content-type", b"application/json"))
 
 
+def _health(beat: LoopBeat) -> tuple[int, bytes]:
+    """Liveness: 200 unless the serving loop has not run for ``LOOP_STALLED_S`` (a wedged loop: restart)."""
+    stalled = beat.age()
+    if stalled < LOOP_STALLED_S:
+        return _HEALTHZ_STATUS, _HEALTHZ
+    return probes.health_answer(False, {"event_loop_stalled_s": round(stalled, 1)})
+
+
 class WebhookApp(FastAPI):
     """FastAPI, except that the callback POSTs and ``GET /healthz`` are answered here, before FastAPI's middleware
     and routing (``/healthz`` is then the cheapest answer the server gives: the benchmark's bare request).
@@ -92,6 +101,10 @@ class WebhookApp(FastAPI):
     endpoints: dict[str, CallbackEndpoint]  # by platform name: whatsapp, messenger, instagram, twilio
     internal_port: int
     guard: Guard  # what the server enforces before the application sees a request (inturn_webhook.guard)
+    beat: LoopBeat  # the serving loop's heartbeat (the lifespan runs it), read by the probes
+    #: The internal port's own server (thread and event loop), started and stopped by the lifespan; None: the
+    #: internal port is served by whatever server calls the application (tests).
+    internal_server: InternalServer | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope (request or lifespan)."""
@@ -102,9 +115,13 @@ class WebhookApp(FastAPI):
         server = scope.get("server")
         if server is not None and server[1] == self.internal_port:
             path = _route_path(scope)
-            if method == "GET" and path == HEALTHZ_PATH:  # liveness: nothing to route or check
-                await send({"type": "http.response.start", "status": _HEALTHZ_STATUS, "headers": _HEALTHZ_HEADERS})
-                await send({"type": "http.response.body", "body": _HEALTHZ})
+            if method == "GET" and path == HEALTHZ_PATH:  # liveness: nothing to route, one value to read
+                status, body = _health(self.beat)
+                if body is _HEALTHZ:
+                    await send({"type": "http.response.start", "status": status, "headers": _HEALTHZ_HEADERS})
+                    await send({"type": "http.response.body", "body": body})
+                else:
+                    await _json(send, status, body)
                 return
             if path in INTERNAL_PATHS:
                 await super().__call__(scope, receive, send)
@@ -126,6 +143,12 @@ class WebhookApp(FastAPI):
             await super().__call__(scope, receive, send)
             return
         await _not_found(send)
+
+
+async def _json(send: Send, status: int, body: bytes) -> None:
+    headers = ((b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _not_found(send: Send) -> None:
@@ -153,6 +176,9 @@ class _Runtime:
 
     intake: AckIntake | None = None
     kafka_ok_at: float = 0.0  # monotonic
+
+    def __init__(self) -> None:
+        self.beat = LoopBeat()
 
     def kafka_age(self) -> float | None:
         """Seconds since Kafka last answered a probe or confirmed a record (None: never)."""
@@ -189,6 +215,9 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        internal = app.internal_server
+        if internal is not None:
+            internal.start()  # the port taken: OSError, the process does not start
         producer = AsyncProducer(
             make_producer(
                 cfg,
@@ -204,6 +233,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         probe = asyncio.create_task(
             _probe_kafka(producer, cfg.topic_acks, runtime, cfg.webhook_probe_interval_s, cfg.webhook_ready_max_age_s)
         )
+        beat = asyncio.create_task(runtime.beat.run())
         log.info("webhook_started", acks_topic=cfg.topic_acks, dlq_topic=cfg.topic_dlq, secrets=len(app_secrets))
         # Real platform statuses carry no inturn callback data when the send did not attach it: say at start-up
         # what becomes of them, rather than only through a growing dead-letter count.
@@ -212,7 +242,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
         try:
             yield
         finally:
-            for task in (probe, limit_asked):
+            for task in (probe, limit_asked, beat):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -220,6 +250,8 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
             left = await producer.close(cfg.webhook_kafka_confirm_timeout_ms / 1000)
             runtime.intake.close()
             runtime.intake = None
+            if internal is not None:  # the probes answer until the requests in flight are answered
+                await asyncio.to_thread(internal.stop)
             log.info("webhook_stopped", undelivered=left)
 
     app = WebhookApp(
@@ -233,6 +265,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
     )
 
     app.internal_port = cfg.webhook_internal_port
+    app.beat = runtime.beat
     app.guard = Guard(
         max_header_bytes=cfg.webhook_max_header_bytes,
         max_headers=cfg.webhook_max_headers,
@@ -417,9 +450,12 @@ def _add_probes(app: FastAPI, runtime: _Runtime, max_age: float) -> None:
     async def readyz() -> Response:
         """200 when Kafka answered within the readiness window, else 503."""
         age = runtime.kafka_age()
-        ready = age is not None and age < max_age
-        metrics.KAFKA_REACHABLE.set(1 if ready else 0)
-        return _probe(probes.ready_answer(ready, {"kafka_last_ok_s": age}))
+        kafka_ok = age is not None and age < max_age
+        metrics.KAFKA_REACHABLE.set(1 if kafka_ok else 0)
+        stalled = runtime.beat.age()
+        if stalled < max_age:
+            return _probe(probes.ready_answer(kafka_ok, {"kafka_last_ok_s": age}))
+        return _probe(probes.ready_answer(False, {"kafka_last_ok_s": age, "event_loop_stalled_s": round(stalled, 1)}))
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
@@ -433,9 +469,24 @@ def app_from_env() -> WebhookApp:
 
     cfg = load(WebhookSettings)
     logs.configure(cfg.log_format, cfg.log_level)
-    app = create_app(cfg)
+    app = serving_app(cfg)
     settle_heap()
     release_memory_after_bodies()  # in each serving process: bodies of 128 KiB or more unmapped when freed
+    return app
+
+
+def serving_app(cfg: WebhookSettings) -> WebhookApp:
+    """The application as a server runs it (``app_from_env``): ``create_app``, with the internal port served from
+    a thread and event loop of its own (``inturn_webhook.internal``), which the lifespan starts and stops."""
+    app = create_app(cfg)
+    app.internal_server = InternalServer(
+        app,
+        app.guard,
+        cfg.webhook_host,
+        cfg.webhook_internal_port,
+        shared=cfg.webhook_workers > 1,
+        keepalive_s=cfg.webhook_keepalive_timeout_s,
+    )
     return app
 
 

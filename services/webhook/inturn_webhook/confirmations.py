@@ -4,20 +4,20 @@ A request is answered 200 only once Kafka confirmed every record it produced, an
 happened within the confirm timeout. ``asyncio.wait`` per request cost a set, a waiter, a done-callback per
 record and a timer per request; a future per record cost its creation and a loop callback per record. Here
 each record's delivery report counts its request down directly (``Confirmation.delivered``), and since
-every request waits the same timeout, deadlines fall in the order requests started: ``Deadlines`` keeps the
-requests still waiting in that order and arms one timer, for the oldest. The guarantee is per request; only
-the waiting is shared.
+a request waits on the shared deadline queue (``inturn.deadlines``): one loop timer for every request, and a
+request confirmed in time lets go of its place at once. The guarantee is per request; only the waiting is
+shared.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message
 
+from inturn.deadlines import Deadline, Deadlines
 from inturn.errors import InturnError, KafkaClientError
 
 
@@ -43,7 +43,7 @@ class Confirmation:
     ``done`` is the future a request awaits: its result is None once every record is confirmed, else the
     ``KafkaNotConfirmedError`` saying why not."""
 
-    __slots__ = ("_count", "_left", "_timeout", "deadline", "done", "outcome", "published", "started")
+    __slots__ = ("_count", "_left", "_timeout", "_watched", "deadline", "done", "outcome", "published", "started")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float, outcome: Outcome | None = None) -> None:
         self.done: asyncio.Future[BaseException | None] = loop.create_future()
@@ -54,6 +54,7 @@ class Confirmation:
         self.started = time.monotonic()
         self.outcome = outcome if outcome is not None else Outcome()
         self.published: list[str] = []  # the status value of each ack produced, counted once confirmed
+        self._watched: tuple[Deadlines, Deadline] | None = None  # its place on the deadline queue (``watch``)
 
     @property
     def expected(self) -> bool:
@@ -74,6 +75,11 @@ class Confirmation:
         """A record's delivery report (``inturn.kafka.Delivered``): confirmed when ``err`` is None."""
         self.settled(None if err is None else KafkaClientError(err))
 
+    def watch(self, deadlines: Deadlines) -> None:
+        """Expire at the deadline unless settled before (then the request leaves ``deadlines`` at once)."""
+        delay = self.deadline - self.done.get_loop().time()
+        self._watched = (deadlines, deadlines.add(delay, Confirmation.expire, self))
+
     def settled(self, error: BaseException | None) -> None:
         """One record is done: counted down when confirmed (``error`` None), else the wait ends with Kafka's
         refusal. Nothing changes once the request is decided (a late report after its deadline)."""
@@ -82,14 +88,22 @@ class Confirmation:
         if error is not None:
             failure = KafkaNotConfirmedError(f"Kafka refused a record: {error}")
             failure.__cause__ = error
-            self.done.set_result(failure)
+            self._decided(failure)
             return
         self._left -= 1
         if self._left == 0:
-            self.done.set_result(None)
+            self._decided(None)
+
+    def _decided(self, result: BaseException | None) -> None:
+        self.done.set_result(result)
+        if self._watched is not None:
+            deadlines, deadline = self._watched
+            self._watched = None
+            deadlines.cancel(deadline)
 
     def expire(self) -> None:
         """The deadline passed: end the wait (the records stay on their way and may still be confirmed)."""
+        self._watched = None
         if not self.done.done():
             self.done.set_result(
                 KafkaNotConfirmedError(f"{self._left} of {self._count} records not confirmed in {self._timeout}s")
@@ -100,54 +114,3 @@ class Confirmation:
         error = await self.done
         if error is not None:
             raise error
-
-
-class Deadlines:
-    """The requests waiting for Kafka, oldest first, and one timer that expires them at their deadline.
-
-    Every ``Confirmation`` has the same timeout, so appending keeps the queue in deadline order. Requests
-    confirmed in time leave the queue when they reach its front: at the next ``watch`` (Kafka confirms about in
-    the order requests came, so the queue holds about the requests in flight), or at the timer.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._queue: deque[Confirmation] = deque()
-        self._timer: asyncio.TimerHandle | None = None
-
-    def __len__(self) -> int:
-        """Requests in the queue (waiting, or settled behind one that waits)."""
-        return len(self._queue)
-
-    def watch(self, confirmation: Confirmation) -> None:
-        """Expire ``confirmation`` at its deadline unless it is settled before."""
-        queue = self._queue
-        # Without this, every request stayed queued (its future, outcome and lists alive) until the timer reached
-        # it, a whole timeout later: at 10,000 callbacks/s and the default 5 s, 50,000 requests, which the
-        # garbage collector walked again and again (measured in process: 2-3 µs of its time per callback).
-        while queue and not queue[0].waiting:
-            queue.popleft()
-        queue.append(confirmation)
-        if self._timer is None:
-            self._timer = self._loop.call_at(confirmation.deadline, self._expire)
-
-    def _expire(self) -> None:
-        self._timer = None
-        now = self._loop.time()
-        queue = self._queue
-        while queue:
-            oldest = queue[0]
-            if oldest.waiting:
-                if oldest.deadline > now:
-                    self._timer = self._loop.call_at(oldest.deadline, self._expire)
-                    return
-                oldest.expire()
-            queue.popleft()
-
-    def close(self) -> None:
-        """Expire every request still waiting and stop the timer (shutdown)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._queue:
-            self._queue.popleft().expire()

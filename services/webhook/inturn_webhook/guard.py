@@ -251,6 +251,12 @@ class GuardedProtocol(HttpToolsProtocol):
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
             refused = exc.__context__
+            if refused is not None:
+                # The parser keeps the callback's exception (its last error); the exception's traceback keeps the
+                # frames it went through, and so this protocol, its parser and the chunk being parsed (up to 256
+                # KiB of a flood's body): a cycle only a full collection frees, which an idle process never runs.
+                # Measured: 14 MiB of heap and 16 of Python arenas held after the load test's flood.
+                refused.__traceback__ = None
             if isinstance(refused, _Refused):
                 self._refuse(refused.refusal)
                 return

@@ -20,12 +20,13 @@ import structlog
 from confluent_kafka import KafkaError, Message
 
 from inturn import dead_letters, schemas
+from inturn.deadlines import Deadlines
 from inturn.errors import KafkaClientError
 from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.metrics import webhook as metrics
 from inturn.metrics.lockfree import CounterChild
 from inturn.settings.webhook import WebhookSettings
-from inturn_webhook.confirmations import Confirmation, Deadlines, KafkaNotConfirmedError, Outcome
+from inturn_webhook.confirmations import Confirmation, KafkaNotConfirmedError, Outcome
 from inturn_webhook.statuses import Callback, Status, ack_bytes
 
 log = structlog.get_logger("inturn.webhook")
@@ -159,7 +160,7 @@ class AckIntake:
         confirmation = Confirmation(self._loop, self._timeout)
         confirmation.expect()
         self._dead_letter(platform, "unreadable_body", reason, raw, confirmation.delivered)
-        self._deadlines.watch(confirmation)
+        confirmation.watch(self._deadlines)
         return confirmation
 
     def submit(self, platform: str, callback: Callback) -> Confirmation:
@@ -219,7 +220,7 @@ class AckIntake:
         if confirmation.waiting:
             # One timer for every request's deadline; a timeout does not cancel the records, which may still be
             # confirmed later (and are then remembered as replays).
-            self._deadlines.watch(confirmation)
+            confirmation.watch(self._deadlines)
         return confirmation
 
     def confirmed(self, platform: str, confirmation: Confirmation, error: BaseException | None) -> None:
@@ -244,7 +245,7 @@ class AckIntake:
 
     def close(self) -> None:
         """Answer every request still waiting (503) and stop the deadline timer."""
-        self._deadlines.close()
+        self._deadlines.close(expire=True)
 
 
 def ack_headers(status: Status) -> Headers:

@@ -1,5 +1,6 @@
 """Running the webhook: check the topic layout, then serve with uvicorn (uvloop, httptools) until SIGTERM, the
-callbacks on ``INTURN_WEBHOOK_PORT``, probes, metrics and the OpenAPI document on ``INTURN_WEBHOOK_INTERNAL_PORT``.
+callbacks on ``INTURN_WEBHOOK_PORT``, probes, metrics and the OpenAPI document on ``INTURN_WEBHOOK_INTERNAL_PORT``
+(the latter from a thread of each serving process, started by the application's lifespan: ``inturn_webhook.internal``).
 
 uvicorn handles SIGTERM by finishing the requests in flight, then runs the ``lifespan`` shutdown,
 which closes the Kafka producer. Each worker process builds the application from the environment
@@ -7,8 +8,6 @@ which closes the Kafka producer. Each worker process builds the application from
 """
 
 from __future__ import annotations
-
-import socket
 
 import structlog
 import uvicorn
@@ -56,18 +55,9 @@ def run(settings: WebhookSettings) -> None:
         proxy_headers=False,
         timeout_graceful_shutdown=30,
     )
-    # Both ports in every worker process: the application tells them apart by the port a request came to.
-    sockets = [config.bind_socket(), _bind(settings.webhook_host, settings.webhook_internal_port)]
+    # The public port here; each serving process binds the internal one itself (its lifespan starts the thread).
+    sockets = [config.bind_socket()]
     if config.workers > 1:
         Multiprocess(config, sockets=sockets).run()
     else:
         uvicorn.Server(config).run(sockets=sockets)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket as uvicorn binds its own (``Config.bind_socket``)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.set_inheritable(True)
-    return sock

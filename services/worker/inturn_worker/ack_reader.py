@@ -91,6 +91,8 @@ class AckReader:
                 # no partition while a broker restarted can keep a stale view of the acks topic (offset lookups
                 # answer "Local: Unknown partition") for the default 15 minutes. Cached metadata ages out sooner.
                 "metadata.max.age.ms": 15_000,
+                "fetch.wait.max.ms": self._settings.worker_acks_fetch_wait_max_ms,
+                "fetch.min.bytes": self._settings.worker_acks_fetch_min_bytes,
             },
         )
 

@@ -150,6 +150,8 @@ class Intake:
             "session.timeout.ms": settings.worker_session_timeout_ms,
             "heartbeat.interval.ms": max(100, settings.worker_session_timeout_ms // 5),
             "max.poll.interval.ms": max(300_000, settings.worker_session_timeout_ms * 2),
+            "fetch.wait.max.ms": settings.worker_fetch_wait_max_ms,
+            "fetch.min.bytes": settings.worker_fetch_min_bytes,
         }
         if settings.worker_instance_id:
             extra["group.instance.id"] = settings.worker_instance_id

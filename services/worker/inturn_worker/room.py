@@ -16,12 +16,13 @@ from collections.abc import Mapping
 import structlog
 from structlog.contextvars import bind_contextvars
 
+from inturn.deadlines import Deadlines, expire_future
 from inturn.errors import PermanentPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import ANSWERED, Ack, AckStatus, EventType, OrderingMode, now_ms
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.acks import AckRouter, AckTimeouts, Deadlines
+from inturn_worker.acks import AckRouter, AckTimeouts
 from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.limits import SendFailed, Sends
@@ -143,7 +144,7 @@ class Rooms:
         """Wait up to ``idle_s`` for the room's next message; whether one came."""
         wakeup: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         room.wakeup = wakeup
-        deadline = self._deadlines.add(idle_s, wakeup)
+        deadline = self._deadlines.add(idle_s, expire_future, wakeup)
         try:
             await wakeup
         finally:
@@ -285,7 +286,7 @@ class Delivery:
         self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
         self._prepare_next(room, adapter)
         timeout = self._timeouts.of(platform)
-        deadline = self._deadlines.add(timeout.seconds, future)
+        deadline = self._deadlines.add(timeout.seconds, expire_future, future)
         try:
             ack = await future
         finally:

@@ -1,7 +1,7 @@
 """The report's pure transforms: frames in, frames out, no I/O.
 
 ``room_pass`` turns events and acks into the rooms table and the counts the small tables are summed from, in
-one pass over each room (Spark shuffles the rows by room; ``RoomPass`` in ``jvm/`` computes each message's facts
+one pass over each room (Spark shuffles the rows by room; ``arrow_pass`` computes each message's facts
 and counts them); ``split`` makes Arrow tables of its rows on the driver. The small tables are summed from those
 there (``small``: ``summary``, ``timeline``, ``latency_histogram``, ``platforms``, ``worst_rooms``), as are the
 ``trends`` over the tables of the last nights (``nightly``, ``worst_rooms_of_the_nights``). What each column

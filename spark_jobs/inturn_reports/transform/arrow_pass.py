@@ -14,7 +14,8 @@ Arrow batches, and computes with NumPy over the whole partition at once, rooms s
 
 The output rows have ``SCHEMA``: ``kind`` (``ROOM``, ``CELL``, ``LATENCY``), ``date``, ``platform``, ``mode``;
 a room's ``room_id``, ``counts`` (messages, each of ``OUTCOMES``, retries) and ``e2e_p95_ms``; a cell's bucket start
-as ``key`` and ``counts`` as a room's; a latency group's measure as ``key`` (0 ack, 1 e2e), its distinct ``values``
+as ``key`` and ``counts`` as a room's; a latency group's measure as ``key`` (0 ack, 1 e2e, 2 device), its distinct
+``values``
 and in ``counts`` how many messages had each.
 
 Only Spark's public API is used (``DataFrame.mapInArrow``, Spark 3.3 and later; a local or cluster session and Spark
@@ -71,6 +72,8 @@ class PassParams:
     outcomes: int
     masks: tuple[int, ...]  # facts.MASKS, in its order
     level: float
+    #: Platforms whose device latency is not measurable (``measurable.without_device_latency``): null for them.
+    no_device_latency: tuple[str, ...] = ()
 
 
 def _longs(column: pa.ChunkedArray | pa.Array) -> I64:
@@ -313,6 +316,10 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     ack_latency = np.where((first_ack == _NULL) | (dispatch_ms == _NULL), _NULL, first_ack - dispatch_ms)
     created_ok = m_created != _NULL
     e2e_latency = np.where((first_ack == _NULL) | ~created_ok, _NULL, first_ack - m_created)
+    # From the send to the device, as the platform timed it; none where the platform cannot time it.
+    blind_code = np.array([name in p.no_device_latency for name in platform_names.to_pylist()], dtype=np.bool_)
+    blind = (m_platform >= 0) & blind_code[np.maximum(m_platform, 0)] if len(blind_code) else m_platform < -1
+    device_latency = np.where((device == _NULL) | (dispatch_ms == _NULL) | blind, _NULL, device - dispatch_ms)
     bucket = np.floor_divide(first, p.bucket_ms) * p.bucket_ms
 
     mode_names: list[str | None] = [None, *p.modes]
@@ -361,7 +368,7 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     }))  # fmt: skip
 
     # The latency counts: per day, platform, mode and measure, the distinct values and how many had each.
-    for measure, latency in enumerate((ack_latency, e2e_latency)):
+    for measure, latency in enumerate((ack_latency, e2e_latency, device_latency)):
         has = np.flatnonzero(latency != _NULL)
         if not len(has):
             continue

@@ -10,21 +10,23 @@ by two events of the same message counts once.
 The worker writes either a ``dispatched`` event per send plus a terminal event (older nights), or the
 terminal event alone with the send's ``sent_at_ms`` and ``platform_message_id`` on it: both read alike.
 
-Per message (``RoomPass`` in ``jvm/``, which computes them):
+Per message (``arrow_pass``, which computes them):
 
 - ``dispatches`` counts its ``dispatched`` events; a message without any counts its terminal events that carry
   ``sent_at_ms``. ``dispatch_ms`` is the first dispatched event's ``sent_at_ms``, else the terminal event's.
 - its first ack is the first positive status the webhook received (or, from a synchronous platform, the
   ``answered`` acked event's ``acked_at_ms``); ``ack_latency_ms`` is that less ``dispatch_ms``, ``e2e_latency_ms``
   that less ``created_at_ms``.
-- ``device_ts_ms`` is the platform timestamp of the ``delivered`` status, else of ``sent``, else null.
+- ``device_ts_ms`` is the platform timestamp of the ``delivered`` status, else of ``sent``, else null;
+  ``device_latency_ms`` is that less ``dispatch_ms``, null on a platform that cannot time the device
+  (``measurable``).
 - ``inverted`` compares it with the previous message of the room (partition, offset, message id order) that has
   one: true when this one reached the device earlier; null when there is no such pair.
 - ``dispatch_violation`` is true when the message was dispatched before the room's previous dispatched message
   reached its terminal event (must never happen in ``ack`` mode).
 
 The plan: events and acks are brought to one narrow row shape (each event type and ack status a bit of one int)
-and shuffled once, by room (Spark). Each task then runs ``RoomPass`` over its rows: grouped by room, each room's
+and shuffled once, by room (Spark). Each task then runs ``arrow_pass`` over its rows: grouped by room, each room's
 messages are aggregated, put in room order and compared, and counted into the rooms table, the cells and the
 latency counts (``tables.split`` reads its output). docs/reports.md says why that pass is code of its own.
 """
@@ -39,6 +41,7 @@ from pyspark.sql import functions as F
 
 from inturn.schemas import ANSWERED, TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
 from inturn_reports.transform.arrow_pass import DDL, PassParams, run_batches
+from inturn_reports.transform.measurable import without_device_latency
 from inturn_reports.transform.outcomes import OUTCOMES
 
 _KEY = ["room_id", "message_id"]
@@ -150,11 +153,11 @@ def _ack_rows(acks: DataFrame) -> DataFrame:
 
 
 def room_rows(events: DataFrame, acks: DataFrame) -> DataFrame:
-    """Events and acks in the narrow row shape, shuffled by room: what ``RoomPass`` reads."""
+    """Events and acks in the narrow row shape, shuffled by room: what ``arrow_pass`` reads."""
     return _event_rows(events).unionByName(_ack_rows(acks)).repartition("room_id")
 
 
-#: The masks ``RoomPass`` reads, in the order it takes them (``RoomPass.Masks``).
+#: The masks ``arrow_pass`` reads, in the order it takes them (``run_partition``).
 MASKS = (
     _ACK_ROW,
     _EVENT_BIT[EventType.DISPATCHED.value],
@@ -181,5 +184,6 @@ def room_pass(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataF
         outcomes=len(OUTCOMES),
         masks=MASKS,
         level=ROOM_LEVEL,
+        no_device_latency=without_device_latency(),
     )
     return room_rows(events, acks).mapInArrow(functools.partial(run_batches, p=settings), DDL)

@@ -61,6 +61,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         *[(name, _DOUBLE) for name in (*_SUMMARY_RATES, "out_of_order_rate")],
         ("out_of_order_note", _STRING),
         ("delivered_note", _STRING),
+        ("device_latency_note", _STRING),
     ),
     "rooms": _schema(
         ("date", pa.date32()),
@@ -209,11 +210,17 @@ def only_what_it_can_see(row: Row) -> Row:
         row["delivered_note"] = not_measurable(platform, "delivered")
         if row["delivered_note"] is not None:
             row["delivered"] = row["delivered_rate"] = None
+    if "device_p50_ms" in row or "device_latency_note" in row:
+        row["device_latency_note"] = not_measurable(platform, "device_latency")
+        if row["device_latency_note"] is not None:
+            for label in _LEVELS.values():
+                row[f"device_{label}_ms"] = None
     return row
 
 
 def summary(c: CountedRows) -> pa.Table:
-    """Per day, platform and mode: outcome counts and rates, latency percentiles, out-of-order rate."""
+    """Per day, platform and mode: outcome counts and rates, latency percentiles (ack, e2e, device), out-of-order
+    rate."""
     keys = ("date", "platform", "mode")
     groups = _sums(c.cells.to_pylist(), keys, (*_SUMMARY_COUNTS, *_SUMMARY_PAIRS))
     levels = list(_LEVELS)
@@ -226,6 +233,7 @@ def summary(c: CountedRows) -> pa.Table:
         for name, part in _SUMMARY_RATES.items():
             row[name] = _rate(row[part], row["messages"])
         row["out_of_order_rate"] = _rate(row["inverted"], row["pairs"])
+        row["device_latency_note"] = None  # the summary has the device latency: its note too
         only_what_it_can_see(row)
     return table("summary", groups.values())
 
@@ -254,7 +262,8 @@ def timeline(c: CountedRows) -> pa.Table:
 
 
 def latency_histogram(c: CountedRows) -> pa.Table:
-    """Per day, mode and measure ('ack' or 'e2e'): message counts per latency bucket.
+    """Per day, mode and measure ('ack', 'e2e' or 'device'; the device latency of the platforms that can time the
+    device only): message counts per latency bucket.
 
     ``upper_ms`` is the bucket's inclusive upper edge (``LATENCY_EDGES_MS``); None for the open last one.
     """

@@ -12,7 +12,7 @@ from inturn_reports.transform.measurable import not_measurable
 from inturn_reports.transform.outcomes import MEASURES, OUTCOMES
 from inturn_reports.transform.small import ROOM_COUNTS, CountedRows, conform, grouped
 
-#: The kinds of the pass's rows (``RoomPass.ROOM``, ``CELL``, ``LATENCY``).
+#: The kinds of the pass's rows (``arrow_pass.ROOM``, ``CELL``, ``LATENCY``).
 ROOM, CELL, LATENCY = 0, 1, 2
 
 

@@ -1,0 +1,243 @@
+"""The pipeline benchmark's section of docs/benchmarks.md and its stacked bar plot (``bench_pipeline``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from benchmarks.docs_figures import dig, figure, source, table
+
+#: The components whose CPU per delivered message is stacked, bottom to top.
+STACKED = ("broker", "worker", "webhook")
+TOPICS = ("messages", "acks", "events")
+BOUNDS = ("latency_within_10ms", "worker_webhook_not_above")
+
+
+def plot_series(p: Mapping[str, Any]) -> tuple[list[str], dict[str, list[float]]]:
+    """Categories (each variant of every round) and, per component, its CPU µs per delivered message."""
+    labels: list[str] = []
+    series: dict[str, list[float]] = {c: [] for c in STACKED}
+    many = len(p.get("rounds") or []) > 1
+    for i, runs in enumerate(p.get("rounds") or []):
+        for name, run in runs.items():
+            if "error" in run:
+                continue
+            labels.append(f"{name} #{i + 1}" if many else name)
+            for c in STACKED:
+                series[c].append(float(dig(run, "cpu_us_per_message", c) or 0.0))
+    return labels, series
+
+
+def _p(spread: Mapping[str, Any] | None) -> str:
+    spread = spread or {}
+    return f"{figure(spread.get('p50'))} / {figure(spread.get('p99'))}"
+
+
+def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
+    """The ``## The whole pipeline, as the platforms call it`` section."""
+    setup: Mapping[str, Any] = p.get("setup", {})
+    out = [
+        "## The whole pipeline, as the platforms call it",
+        "",
+        f"Measured in {source(p)} (`benchmarks/bench_pipeline.py`, alone: `make bench BENCH_ARGS=pipeline`"
+        + (f"; this run: `{p['command']}`" if p.get("command") else "")
+        + "), started "
+        f"{p.get('started_utc', '—')} UTC, Kafka {p.get('kafka', '—')}, {figure(p.get('cpus'))} CPUs. One broker "
+        "(JMX on loopback), the simulator, the webhook and one worker in ack mode on fresh topics per variant; the "
+        f"simulator calls back **one status per request** (sent, delivered, read; "
+        f"{figure(100 * float(setup.get('lost_share') or 0))}% of the messages lose every callback, each costing its "
+        f"room the {figure(setup.get('ack_timeout_ms'))} ms ack timeout). A producer with the bridge's producer "
+        f"settings offers {figure(setup.get('rate_msgs_per_s'))} msg/s over {figure(setup.get('rooms'))} rooms in turn "
+        f"(about half of what one worker sustains here, see the half-load section); after a "
+        f"{figure(setup.get('warmup_s'))} s warm-up, a {figure(setup.get('window_s'))} s window. CPU per delivered "
+        "message is each process's CPU (/proc, all threads) over the window divided by the sends the simulator "
+        "accepted in it; the idle cost (every process up, no traffic, "
+        f"{figure(setup.get('idle_s'))} s) is stated beside it and *not* subtracted. Records and requests per "
+        "delivered message are the broker's own counters (BrokerTopicMetrics per topic, RequestMetrics by type) "
+        "over the window. Latencies are from the worker's events: *turn→sent* as in the half-load section, *ack* "
+        "the ack's way back to the worker less the latency the simulator injected. The bridge is not in this run "
+        "(its Pub/Sub emulator would take a core of this box): the producer stands in for its Kafka side.",
+        "",
+    ]
+    variants: Mapping[str, Any] = p.get("variants", {})
+    out += table(
+        ["variant", "partitions", "settings (beside today's defaults)"],
+        [
+            [
+                name,
+                figure(v.get("partitions")),
+                ", ".join(f"`{k}={val}`" for part in ("common", "worker", "webhook") for k, val in v[part].items())
+                or "the defaults",
+            ]
+            for name, v in variants.items()
+        ],
+    )
+    out += [f"![CPU per delivered message, stacked]({plots_rel}/pipeline.svg)", ""]
+    rows = []
+    for i, runs in enumerate(p.get("rounds") or []):
+        for name, run in runs.items():
+            if "error" in run:
+                rows.append([f"{name} #{i + 1}", "failed: " + str(run["error"])[:80], *[""] * 8])
+                continue
+            cpu, idle = run.get("cpu_us_per_message", {}), run.get("idle_cores", {})
+            loads = run.get("load_average", {})
+            rows.append(
+                [
+                    f"{name} #{i + 1}",
+                    figure(run.get("delivered_msgs_per_s")),
+                    *(figure(cpu.get(c)) for c in STACKED),
+                    " / ".join(figure(idle.get(c), 3) for c in STACKED),
+                    _p(dig(run, "latency_ms", "turn_to_sent")),
+                    _p(dig(run, "latency_ms", "ack")),
+                    figure(dig(run, "receipts", "lost")),
+                    f"{figure((loads.get('start') or [None])[0])} → {figure((loads.get('end') or [None])[0])}",
+                ]
+            )
+    out += table(
+        [
+            "variant #round",
+            "delivered msg/s",
+            "broker µs/msg",
+            "worker µs/msg",
+            "webhook µs/msg",
+            "idle cores (broker / worker / webhook)",
+            "turn→sent p50 / p99 ms",
+            "ack p50 / p99 ms",
+            "lost",
+            "load (1 min)",
+        ],
+        rows,
+    )
+    out += ["Per delivered message, from the broker's counters:", ""]
+    rows = []
+    for i, runs in enumerate(p.get("rounds") or []):
+        for name, run in runs.items():
+            if "error" in run:
+                continue
+            cells = [f"{name} #{i + 1}"]
+            for t in TOPICS:
+                tp = dig(run, "broker", "topics", t) or {}
+                cells.append(
+                    f"{figure(tp.get('records'), 2)} / {figure(tp.get('produce_requests'), 2)} / "
+                    f"{figure(tp.get('fetch_requests'), 2)}"
+                )
+            req = dig(run, "broker", "requests") or {}
+            cells += [
+                figure(req.get("Produce"), 2),
+                figure(req.get("Fetch"), 2),
+                figure(dig(run, "broker", "requests_total"), 2),
+            ]
+            rows.append(cells)
+    out += table(
+        [
+            "variant #round",
+            *(f"{t}: records / produce req / fetch req" for t in TOPICS),
+            "Produce requests",
+            "Fetch requests",
+            "all requests",
+        ],
+        rows,
+    )
+    rows = []
+    for i, runs in enumerate(p.get("rounds") or []):
+        for name, run in runs.items():
+            vs = run.get("vs_baseline")
+            if not vs:
+                continue
+            ratio, delta = vs.get("cpu_ratio", {}), vs.get("p99_delta", {})
+            rows.append(
+                [
+                    f"{name} #{i + 1}",
+                    *(figure(ratio.get(c), 3) for c in STACKED),
+                    figure(delta.get("turn_to_sent_p99_ms")),
+                    figure(delta.get("ack_p99_ms")),
+                    "yes" if all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS)) else "no",
+                ]
+            )
+    if rows:
+        out += ["Against the baseline of the same round:", ""]
+        out += table(
+            [
+                "variant #round",
+                "broker CPU ratio",
+                "worker CPU ratio",
+                "webhook CPU ratio",
+                "turn→sent p99 Δ ms",
+                "ack p99 Δ ms",
+                "broker ≤ 0.5, Δ p99 ≤ 10 ms, worker and webhook ≤ 1",
+            ],
+            rows,
+        )
+    out += pipeline_reading(p)
+    base = next((r["baseline"] for r in p.get("rounds") or [] if "error" not in r.get("baseline", {"error": 1})), None)
+    if base is not None:
+        out += [
+            f"Sizing reckoned from the baseline's figures (today's defaults; each process at "
+            f"{figure(SIZING_UTILIZATION)} of a core, partitions twice the workers; docs/operations.md):",
+            "",
+        ]
+        out += table(
+            ["delivered msg/s", "broker cores", "worker replicas", "webhook replicas", "partitions"],
+            [
+                [figure(row["rate"]), *(figure(row[k]) for k in ("broker_cores", "workers", "webhooks", "partitions"))]
+                for row in sizing(base)
+            ],
+        )
+    return out
+
+
+def pipeline_reading(p: Mapping[str, Any]) -> list[str]:
+    """Plain statements from the figures: each candidate's verdict, and whether the box let the latencies count."""
+    out: list[str] = []
+    for i, runs in enumerate(p.get("rounds") or []):
+        base = runs.get("baseline", {})
+        loads = [v for r in runs.values() for v in (dig(r, "load_average", "start") or [None])[:1] if v is not None]
+        ack_p50 = dig(base, "latency_ms", "ack", "p50")
+        if ack_p50 is not None and ack_p50 > 1000:
+            out.append(
+                f"- Round {i + 1}: the baseline's acks reached the worker {figure(ack_p50)} ms (p50) after the latency "
+                f"the simulator injected, at a load average of {figure(min(loads))} to {figure(max(loads))} on "
+                f"{figure(p.get('cpus'))} CPUs: the ack path waited for CPU, not for Kafka's settings, and most "
+                "messages timed out; this round cannot judge the latency bounds."
+            )
+        for name, run in runs.items():
+            vs = run.get("vs_baseline")
+            if not vs:
+                continue
+            met = all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS))
+            ratio = {c: figure(dig(vs, "cpu_ratio", c), 3) for c in STACKED}
+            verdict = "met" if met else "not met"
+            out.append(
+                f"- Round {i + 1}, {name}: broker CPU per delivered message {ratio['broker']} of the baseline's, "
+                f"worker {ratio['worker']}, webhook {ratio['webhook']}: the issue's bounds are {verdict}."
+            )
+    return [*out, ""] if out else []
+
+
+#: The share of a core each process is sized to use: half, so that the half-load latencies hold (a worker at full
+#: core saturates, docs_figures.CPU_BOUND) and a replica lost leaves room for its load.
+SIZING_UTILIZATION = 0.5
+SIZING_RATES = (1_000, 10_000, 50_000)
+
+
+def sizing(run: Mapping[str, Any], rates: tuple[int, ...] = SIZING_RATES) -> list[dict[str, Any]]:
+    """Broker cores, worker and webhook replicas and partitions for each delivered-message rate, reckoned from one
+    variant's CPU per delivered message: each process at ``SIZING_UTILIZATION`` of a core; the idle cost is inside
+    the per-message figure at the measured rate, so it is counted (generously) at every rate. Partitions: twice
+    the workers (room to scale out without adding partitions), at least 4."""
+    cpu = run.get("cpu_us_per_message", {})
+    rows = []
+    for rate in rates:
+        cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in STACKED}
+        workers = max(1, math.ceil(cores["worker"] / SIZING_UTILIZATION))
+        rows.append(
+            {
+                "rate": rate,
+                "broker_cores": math.ceil(cores["broker"] / SIZING_UTILIZATION),
+                "workers": workers,
+                "webhooks": max(1, math.ceil(cores["webhook"] / SIZING_UTILIZATION)),
+                "partitions": max(4, 2 * workers),
+            }
+        )
+    return rows

@@ -1,0 +1,158 @@
+"""The pipeline benchmark's arithmetic on hand-made figures: the broker's JMX counters as read, their deltas per
+delivered message, the comparison with the baseline against the issue's bounds, and the docs section and plot."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from benchmarks import bench_pipeline, pipeline_figures, write_docs
+from inturn_devtools.kafka import parse_broker_metrics
+
+JMX_LINE = "\x01".join(
+    [
+        "kafka.network:name=RequestsPerSec,request=Produce,type=RequestMetrics,version=11\t70",
+        "kafka.network:name=RequestsPerSec,request=Produce,type=RequestMetrics,version=9\t5",
+        "kafka.network:name=RequestsPerSec,request=Fetch,type=RequestMetrics,version=17\t300",
+        "kafka.server:name=MessagesInPerSec,topic=t.acks,type=BrokerTopicMetrics\t2400",
+        "kafka.server:name=TotalFetchRequestsPerSec,topic=t.acks,type=BrokerTopicMetrics\t120",
+        "kafka.server:name=MessagesInPerSec,type=BrokerTopicMetrics\t3400",
+    ]
+)
+
+
+def test_the_jmx_helpers_line_sums_request_versions_and_keeps_topics_apart() -> None:
+    assert parse_broker_metrics(JMX_LINE + "\n") == {
+        ("requests", "Produce"): 75,
+        ("requests", "Fetch"): 300,
+        ("MessagesInPerSec", "t.acks"): 2400,
+        ("TotalFetchRequestsPerSec", "t.acks"): 120,
+        ("MessagesInPerSec", ""): 3400,
+    }
+
+
+def test_an_empty_snapshot_has_no_counters() -> None:
+    assert parse_broker_metrics("\n") == {}
+
+
+def test_counters_per_delivered_message_count_from_the_windows_start() -> None:
+    before = {("requests", "Produce"): 100, ("MessagesInPerSec", "t.acks"): 1000}
+    after = {
+        ("requests", "Produce"): 300,
+        ("MessagesInPerSec", "t.acks"): 3000,
+        ("TotalFetchRequestsPerSec", "t.acks"): 50,  # appeared during the window
+        ("requests", "Metadata"): 0,
+    }
+    delta = bench_pipeline.counter_delta(before, after)
+    assert delta == {
+        ("requests", "Produce"): 200,
+        ("MessagesInPerSec", "t.acks"): 2000,
+        ("TotalFetchRequestsPerSec", "t.acks"): 50,
+    }
+    figures = bench_pipeline.per_message(delta, {"acks": "t.acks", "events": "t.events"}, 1000)
+    assert figures["topics"]["acks"] == {
+        "records": 2.0,
+        "produce_requests": 0.0,
+        "fetch_requests": 0.05,
+        "bytes_in": 0.0,
+        "bytes_out": 0.0,
+    }
+    assert figures["topics"]["events"]["records"] == 0.0
+    assert figures["requests"] == {"Produce": 0.2}
+    assert figures["requests_total"] == 0.2
+
+
+def _run(broker: float, worker: float, webhook: float, turn_p99: float, ack_p99: float) -> dict[str, Any]:
+    return {
+        "variant": "x",
+        "partitions": 12,
+        "delivered_msgs_per_s": 290.0,
+        "cpu_us_per_message": {"broker": broker, "worker": worker, "webhook": webhook, "sim": 100.0},
+        "idle_cores": {"broker": 0.08, "worker": 0.04, "webhook": 0.01, "sim": 0.01},
+        "latency_ms": {
+            "turn_to_sent": {"p50": 1.0, "p99": turn_p99, "n": 100},
+            "ack": {"p50": 30.0, "p99": ack_p99, "n": 100},
+        },
+        "broker": {
+            "topics": {
+                "messages": {"records": 1.0, "produce_requests": 0.5, "fetch_requests": 0.7},
+                "acks": {"records": 2.64, "produce_requests": 0.3, "fetch_requests": 0.4},
+                "events": {"records": 1.0, "produce_requests": 0.05, "fetch_requests": 0.0},
+            },
+            "requests": {"Produce": 0.9, "Fetch": 1.1},
+            "requests_total": 2.2,
+        },
+        "receipts": {"lost": 0},
+        "load_average": {"start": [3.5, 3.0, 2.0], "end": [4.25, 3.0, 2.0]},
+    }
+
+
+def test_a_variant_meets_the_bounds_only_with_all_of_them() -> None:
+    base = _run(600.0, 250.0, 240.0, 20.0, 100.0)
+    good = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.0), base)
+    assert good["cpu_ratio"] == {"broker": 0.5, "worker": 1.0, "webhook": 0.833, "sim": 1.0}
+    assert good["p99_delta"] == {"turn_to_sent_p99_ms": 10.0, "ack_p99_ms": 10.0}
+    assert good["broker_at_most_half"] and good["latency_within_10ms"] and good["worker_webhook_not_above"]
+
+    slow_ack = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.5), base)
+    assert slow_ack["broker_at_most_half"] and not slow_ack["latency_within_10ms"]
+    dear_broker = bench_pipeline.compare(_run(301.0, 240.0, 200.0, 20.0, 100.0), base)
+    assert not dear_broker["broker_at_most_half"] and dear_broker["latency_within_10ms"]
+    dear_worker = bench_pipeline.compare(_run(200.0, 251.0, 200.0, 20.0, 100.0), base)
+    assert not dear_worker["worker_webhook_not_above"]
+
+
+def _pipeline() -> dict[str, Any]:
+    base = _run(600.0, 250.0, 240.0, 20.0, 100.0)
+    tuned = _run(250.0, 230.0, 220.0, 24.0, 104.0)
+    tuned["variant"] = "defaults"
+    tuned["vs_baseline"] = bench_pipeline.compare(tuned, base)
+    return {
+        "started_utc": "2026-11-28 08:00:00",
+        "kafka": "4.1.1",
+        "cpus": 2,
+        "setup": {
+            "rate_msgs_per_s": 300,
+            "rooms": 2000,
+            "idle_s": 5,
+            "warmup_s": 10,
+            "window_s": 40,
+            "lost_share": 0.12,
+            "ack_timeout_ms": 1500,
+        },
+        "variants": {
+            "baseline": {
+                "partitions": 12,
+                "common": {},
+                "worker": {"INTURN_WORKER_FETCH_MIN_BYTES": "1"},
+                "webhook": {},
+            },
+            "defaults": {"partitions": 6, "common": {}, "worker": {}, "webhook": {}},
+        },
+        "rounds": [{"baseline": base, "defaults": tuned}, {"baseline": base, "defaults": {"error": "boom"}}],
+    }
+
+
+def test_the_plot_stacks_broker_worker_and_webhook_per_variant_and_round() -> None:
+    labels, series = pipeline_figures.plot_series(_pipeline())
+    assert labels == ["baseline #1", "defaults #1", "baseline #2"]
+    assert series == {
+        "broker": [600.0, 250.0, 600.0],
+        "worker": [250.0, 230.0, 250.0],
+        "webhook": [240.0, 220.0, 240.0],
+    }
+    svg = write_docs.pipeline_plot(_pipeline())
+    assert svg.startswith("<svg") and 'data-value="250' in svg
+
+
+def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:
+    text = "\n".join(pipeline_figures.pipeline_section(_pipeline(), "benchmarks"))
+    assert "one status per request" in text
+    assert "| defaults #1 | 290 | 250 | 230 | 220 |" in text
+    assert "`INTURN_WORKER_FETCH_MIN_BYTES=1`" in text
+    assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 4 | 4 | yes |" in text
+    assert "failed: boom" in text
+    assert "![CPU per delivered message, stacked](benchmarks/pipeline.svg)" in text
+    worse = copy.deepcopy(_pipeline())
+    worse["rounds"][0]["defaults"]["vs_baseline"]["broker_at_most_half"] = False
+    assert "| no |" in "\n".join(pipeline_figures.pipeline_section(worse, "benchmarks"))
