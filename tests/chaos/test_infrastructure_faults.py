@@ -159,7 +159,7 @@ def resent(receipts: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {key for key, n in counts.items() if n > 1}
 
 
-@pytest.mark.timeout(900)  # two brokers start (the session's and this row's) and one restarts, on a loaded box
+@pytest.mark.timeout(1200)  # two brokers start (the session's and this row's) and one restarts, on a loaded box
 def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
     own_kafka: LocalKafka, kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
 ) -> None:
