@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from google.cloud import pubsub_v1
 
 from inturn import topics
@@ -57,7 +57,15 @@ def own_kafka() -> Iterator[LocalKafka]:
 def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
     """``settings`` pointed at ``broker``, with the four topics created and serving."""
     settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
-    topics.create(make_admin(settings), settings, timeout=120)  # generous: a loaded box answers slowly
+    admin = make_admin(settings)
+    # A fresh broker on a loaded box may not answer the first look within its 10 s: create is idempotent, ask again.
+    wait_until(
+        lambda: topics.create(admin, settings, timeout=120) is not None,
+        180,
+        "the four topics created",
+        every=1.0,
+        ignore=(TimeoutError, KafkaException),
+    )
     return settings
 
 
@@ -151,7 +159,7 @@ def resent(receipts: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {key for key, n in counts.items() if n > 1}
 
 
-@pytest.mark.timeout(600)  # two brokers start (the session's and this row's) on a loaded box
+@pytest.mark.timeout(1200)  # two brokers start (the session's and this row's) and one restarts, on a loaded box
 def test_the_kafka_broker_restarted_mid_run_loses_and_reorders_nothing(
     own_kafka: LocalKafka, kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
 ) -> None:
