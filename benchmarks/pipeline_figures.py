@@ -49,7 +49,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         f"{figure(100 * float(setup.get('lost_share') or 0))}% of the messages lose every callback, each costing its "
         f"room the {figure(setup.get('ack_timeout_ms'))} ms ack timeout). A producer with the bridge's producer "
         f"settings offers {figure(setup.get('rate_msgs_per_s'))} msg/s over {figure(setup.get('rooms'))} rooms in turn "
-        f"(about half of what one worker sustains here, see the half-load section); after a "
+        "(the box's sustainable rate is not measured here: the half-load section measures it); after a "
         f"{figure(setup.get('warmup_s'))} s warm-up, a {figure(setup.get('window_s'))} s window. CPU per delivered "
         "message is each process's CPU (/proc, all threads) over the window divided by the sends the simulator "
         "accepted in it; the idle cost (every process up, no traffic, "

@@ -92,12 +92,16 @@ def test_a_variant_meets_the_bounds_only_with_all_of_them() -> None:
     good = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.0), base)
     assert good["cpu_ratio"] == {"broker": 0.5, "worker": 1.0, "webhook": 0.833, "sim": 1.0}
     assert good["p99_delta"] == {"turn_to_sent_p99_ms": 10.0, "ack_p99_ms": 10.0}
-    assert good["broker_at_most_half"] and good["latency_within_10ms"] and good["worker_webhook_not_above"]
+    assert good["broker_at_most_half"]
+    assert good["latency_within_10ms"]
+    assert good["worker_webhook_not_above"]
 
     slow_ack = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.5), base)
-    assert slow_ack["broker_at_most_half"] and not slow_ack["latency_within_10ms"]
+    assert slow_ack["broker_at_most_half"]
+    assert not slow_ack["latency_within_10ms"]
     dear_broker = bench_pipeline.compare(_run(301.0, 240.0, 200.0, 20.0, 100.0), base)
-    assert not dear_broker["broker_at_most_half"] and dear_broker["latency_within_10ms"]
+    assert not dear_broker["broker_at_most_half"]
+    assert dear_broker["latency_within_10ms"]
     dear_worker = bench_pipeline.compare(_run(200.0, 251.0, 200.0, 20.0, 100.0), base)
     assert not dear_worker["worker_webhook_not_above"]
 
@@ -142,7 +146,8 @@ def test_the_plot_stacks_broker_worker_and_webhook_per_variant_and_round() -> No
         "webhook": [240.0, 220.0, 240.0],
     }
     svg = write_docs.pipeline_plot(_pipeline())
-    assert svg.startswith("<svg") and 'data-value="250' in svg
+    assert svg.startswith("<svg")
+    assert 'data-value="250' in svg
 
 
 def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:

@@ -205,9 +205,7 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
         le=300_000,
         description="fetch.wait.max.ms of the acks reader: the most it adds to an ack's way to the worker.",
     )
-    worker_acks_fetch_min_bytes: int = Field(
-        1, ge=1, le=100_000_000, description="fetch.min.bytes of the acks reader."
-    )
+    worker_acks_fetch_min_bytes: int = Field(1, ge=1, le=100_000_000, description="fetch.min.bytes of the acks reader.")
     worker_revoke_grace_ms: int = Field(
         15_000,
         ge=0,
