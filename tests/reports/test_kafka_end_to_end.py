@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin._resource import ResourceType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from inturn.kafka import make_producer
+from inturn.kafka import make_admin, make_producer
 from inturn.schemas import encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn_reports.job import run
@@ -23,7 +25,19 @@ HOUR = 3_600_000
 
 
 def _produce(settings: KafkaSettings, stream: Stream) -> None:
-    """Every record on its topic, key = room_id, Kafka timestamp = the record's own time, in time order."""
+    """Every record on its topic, key = room_id, Kafka timestamp = the record's own time, in time order. The acks
+    topic is made to keep the producer's timestamps (``inturn topics create`` gives it the broker's time,
+    LogAppendTime): this history is written now but dated hours ago."""
+    admin = make_admin(settings)
+    create_time = ConfigResource(
+        ResourceType.TOPIC,
+        settings.topic_acks,
+        incremental_configs=[
+            ConfigEntry("message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    for future in admin.incremental_alter_configs([create_time]).values():
+        future.result(30)
     producer = make_producer(settings)
     for event in sorted(stream.events, key=lambda e: e.ts_ms):
         producer.produce(settings.topic_events, encode(event), event.room_id.encode(), timestamp=event.ts_ms)
