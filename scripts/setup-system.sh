@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages inturn's local stack needs, when missing (idempotent, quiet when done).
-# Java 17+ (Kafka, Spark) with its compiler (the report's pass over the rooms is Java), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, wrk and libfaketime.
+# Java 17+ (Kafka, Spark) with its compiler (the benchmark reads the broker's JMX counters with a single-file Java program), Maven (resolves the Kafka jars), PostgreSQL's server, the Pub/Sub emulator, chromium and wrk.
 set -euo pipefail
 
 need=()
@@ -11,7 +11,6 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # headless check of the Spark HTML report
 command -v wrk >/dev/null 2>&1 || need+=(wrk)  # the webhook benchmark's load generator
-command -v faketime >/dev/null 2>&1 || need+=(faketime)  # libfaketime: the fault matrix's clock rows
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
