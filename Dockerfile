@@ -17,10 +17,13 @@
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # 1: the report image (the `report` extra, Java, Spark's jars); empty: the service image.
 ARG REPORT=""
+# The object stores the report image can read and write (docs/reports.md); empty: local files and claims only.
+ARG REPORT_CONNECTORS="s3a gs abfss"
 
 # ---------------------------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS build
 ARG REPORT
+ARG REPORT_CONNECTORS
 
 # Maven only resolves the Spark jars (with the Java runtime it depends on); none of it reaches the runtime image.
 # The man1 folder is missing from slim images and the JDK's postinst links a man page into it.
@@ -50,14 +53,16 @@ RUN python -m venv "$VENV" \
     && wheel="$(ls /dist/inturn-*.whl)" \
     && "$VENV/bin/pip" install "$wheel${REPORT:+[report]}"
 
-# Spark's Kafka source for exactly the installed PySpark and the JDBC driver, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
+# Spark's Kafka source for exactly the installed PySpark and the JDBC driver, and the Hadoop connectors of
+# REPORT_CONNECTORS (s3a: hadoop-aws with the AWS SDK bundle, about 560 MB; gs: 36 MB; abfss: 7 MB) for PySpark's
+# Hadoop, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
 # pom.xml sits next to the package in the source tree but not in the wheel, so it is put where the installed
 # package looks for it for the duration of this step.
 RUN site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && mkdir -p /opt/inturn/jars \
     && if [ -n "$REPORT" ]; then \
          cp spark_jobs/pom.xml "$site/pom.xml" \
-         && "$VENV/bin/python" -c 'import shutil; from inturn_reports.jars import report_jars; [print(shutil.copy(j, "/opt/inturn/jars/")) for j in report_jars()]' \
+         && "$VENV/bin/python" -m inturn_reports.jars kafka $REPORT_CONNECTORS | xargs -I{} cp -v {} /opt/inturn/jars/ \
          && rm "$site/pom.xml"; \
        fi \
     && rm -rf /root/.m2 \

@@ -10,14 +10,16 @@ are not reported on, but counted (``Extracted.bad_records``) so the job can say 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
 from pyspark import StorageLevel
+from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from inturn.errors import ConfigError
+from inturn_reports.storage import join
 
 EVENT_SCHEMA = StructType(
     [
@@ -129,18 +131,32 @@ def from_kafka(
     return Extracted(events, acks, bad_events, bad_acks, tuple(parsed))
 
 
-def from_files(spark: SparkSession, input_dir: Path, from_ms: int, to_ms: int) -> Extracted:
-    """``input_dir/events`` and ``input_dir/acks`` (Parquet, or JSON lines as on the topics), filtered to the range."""
+def from_files(spark: SparkSession, input_uri: str, from_ms: int, to_ms: int) -> Extracted:
+    """``<input_uri>/events`` and ``<input_uri>/acks`` (Parquet, or JSON lines as on the topics), filtered to the
+    range; read through Spark, so from any filesystem Spark reaches (``file://``, ``s3a://``, ``gs://``,
+    ``abfss://``)."""
 
     def read(name: str, schema: StructType, required: tuple[str, ...], ts: str) -> tuple[DataFrame, DataFrame]:
-        folder = input_dir / name
-        if not folder.is_dir():
-            raise ConfigError(f"no {name}/ folder in {input_dir} (expected Parquet or JSON lines files)")
-        if any(folder.rglob("*.parquet")):
-            frame = spark.read.schema(schema).parquet(str(folder))
+        folder = join(input_uri, name)
+        try:
+            # Parquet when the folder holds any .parquet file, at any depth; JSON lines otherwise.
+            probe = (
+                spark.read.schema(schema)
+                .option("recursiveFileLookup", "true")
+                .option("pathGlobFilter", "*.parquet")
+                .parquet(folder)
+            )
+            is_parquet = bool(probe.inputFiles())
+        except (Py4JJavaError, PySparkException) as exc:
+            raise ConfigError(
+                f"cannot read {folder} (expected a folder of Parquet or JSON lines files): "
+                f"{(str(exc).strip().splitlines() or [''])[0]}"
+            ) from exc
+        if is_parquet:
+            frame = spark.read.schema(schema).parquet(folder)
             parsed = frame.select(F.struct(*[F.col(f.name) for f in schema.fields]).alias("r"))
         else:
-            text = spark.read.text(str(folder)).where(F.length(F.trim("value")) > 0)
+            text = spark.read.text(folder).where(F.length(F.trim("value")) > 0)
             parsed = text.select(F.from_json("value", schema).alias("r")).persist(StorageLevel.MEMORY_AND_DISK)
             frames.append(parsed)  # parsing JSON once is worth the memory; Parquet is cheap to read again
         good, bad = _split(parsed, schema, required)

@@ -6,7 +6,6 @@ Kept apart from the job so the CLI can list them without importing Spark.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from inturn.settings import load
 from inturn_reports.settings import ReportSettings
@@ -19,8 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--to", required=True, help="end of the range (exclusive)")
     parser.add_argument("--source", choices=["kafka", "files"], help="where to read (INTURN_REPORT_SOURCE)")
-    parser.add_argument("--input", type=Path, help="folder with events/ and acks/ (INTURN_REPORT_INPUT_DIR)")
-    parser.add_argument("--out", type=Path, help="output folder (INTURN_REPORT_OUT_DIR)")
+    parser.add_argument(
+        "--input",
+        help="folder with events/ and acks/: a path or file://, s3a://, gs://, abfss:// URI (INTURN_REPORT_INPUT_DIR)",
+    )
+    parser.add_argument("--out", help="output location: a path or URI as --input (INTURN_REPORT_OUT_DIR)")
     parser.add_argument("--top-n", type=int, help="worst rooms per measure and day (INTURN_REPORT_TOP_N)")
     parser.add_argument(
         "--nights", type=int, help="nights of earlier output the trend charts cover (INTURN_REPORT_NIGHTS)"

@@ -8,7 +8,6 @@ import datetime as dt
 import json
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -17,9 +16,18 @@ from pyspark.sql import DataFrame, SparkSession
 from inturn.errors import ConfigError, InturnError, exit_status
 from inturn_reports import extract, page
 from inturn_reports.flags import add_arguments, settings_from
-from inturn_reports.load import read_table, write_csv, write_jdbc, write_tables
+from inturn_reports.load import (
+    csv_bytes,
+    new_run_id,
+    publish,
+    read_table,
+    write_jdbc,
+    write_object,
+    write_tables,
+)
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
+from inturn_reports.storage import ObjectStore, S3Options, hadoop_conf, scheme, to_uri
 from inturn_reports.transform import (
     ReportParams,
     TrendParams,
@@ -35,22 +43,25 @@ from inturn_reports.transform import (
 )
 from inturn_reports.transform.trends import NIGHTLY, SUMMED
 
-#: The tables written as Parquet (partitioned by date); summary and worst_rooms also go to JDBC.
+#: The tables written as Parquet (partitioned by date, published night by night: load.py); summary and worst_rooms
+#: also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
 
 
 @dataclasses.dataclass(frozen=True)
 class ReportRun:
-    """What a run wrote and counted."""
+    """What a run wrote and counted (locations as URIs)."""
 
-    out_dir: Path
-    html: Path
-    summary_csv: Path
+    out_dir: str
+    html: str
+    summary_csv: str
     messages: int
     bad_events: int
     bad_acks: int
     seconds: float
     jdbc_tables: tuple[str, ...] = ()
+    run_id: str = ""
+    nights: tuple[str, ...] = ()
 
 
 def parse_time(text: str) -> int:
@@ -69,7 +80,7 @@ def parse_time(text: str) -> int:
 def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> extract.Extracted:
     until = to_ms + settings.report_grace_ms  # late acks of the range's messages still count
     if settings.report_source == "files":
-        return extract.from_files(spark, settings.report_input_dir, from_ms, until)
+        return extract.from_files(spark, to_uri(settings.report_input_dir), from_ms, until)
     return extract.from_kafka(
         spark,
         settings.kafka_bootstrap,
@@ -110,17 +121,25 @@ def _rows(frame: pa.Table, *order: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _trends(out: Path, params: TrendParams) -> page.Trends:
-    """The last nights as this run and earlier ones wrote them under ``out`` (Parquet, partitioned by date)."""
-    per_night = nightly(read_table(out, "platforms", params.first, params.last, NIGHTLY), params)
-    room_rows = read_table(out, "rooms", params.first, params.last, ["room_id", "platform", "mode", *SUMMED])
+def s3_options(settings: ReportSettings) -> S3Options:
+    """How ``s3a://`` reaches its server, from the settings."""
+    return S3Options(settings.report_s3_endpoint, settings.report_s3_region, settings.report_s3_path_style)
+
+
+def trends(store: ObjectStore, params: TrendParams) -> page.Trends:
+    """The last nights as this run and earlier ones published them under the output location."""
+    per_night = nightly(read_table(store, "platforms", params.first, params.last, NIGHTLY), params)
+    columns = ["room_id", "platform", "mode", *SUMMED]
+    room_rows = read_table(store, "rooms", params.first, params.last, columns)
     worst = worst_rooms_of_the_nights(room_rows, params)
     return page.Trends(first=params.first, last=params.last, nightly=_rows(per_night, "date", "platform"),
                        worst_rooms=worst)  # fmt: skip
 
 
 def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int) -> ReportRun:
-    """Read the range, compute every table, and write them all under ``settings.report_out_dir``."""
+    """Read the range, compute every table, and write them all under ``settings.report_out_dir``: the tables staged,
+    then published night by night (load.py), then summary.csv and report.html with the trends of the published
+    nights."""
     if to_ms <= from_ms:
         raise ConfigError(f"--to ({to_ms}) must be after --from ({from_ms})")
     started = time.monotonic()
@@ -130,14 +149,20 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         top_n=settings.report_top_n,
         timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
     )
+    out = to_uri(settings.report_out_dir)
+    s3 = s3_options(settings)
+    for key, value in hadoop_conf(s3).items():  # Spark hands them to the filesystems of this session's reads/writes
+        spark.conf.set(key, value)
+    store = ObjectStore(out, s3)
     source = _extract(spark, settings, from_ms, to_ms)
     tables = compute_tables(source.events, source.acks, params)
-    out = settings.report_out_dir
-    write_tables(tables, out)
+    run_id = new_run_id()
+    write_tables(store, tables, run_id)
+    nights = publish(store, run_id, tables, from_ms, to_ms)
     rows = {name: _rows(tables[name], *order) for name, order in _PAGE_ORDER.items()}
     summary_rows = rows["summary"]
     columns = tables["summary"].column_names
-    csv_path = write_csv(summary_rows, columns, out / "summary.csv")
+    csv_uri = write_object(store, "summary.csv", csv_bytes(summary_rows, columns))
     meta = {
         "range": f"{_iso(from_ms)} → {_iso(to_ms)}",
         "source": settings.report_source,
@@ -149,11 +174,10 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         rows["worst_rooms"],
         rows["timeline"],
         rows["latency_histogram"],
-        _trends(out, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
+        trends(store, TrendParams.ending_before(to_ms, settings.report_nights, settings.report_top_n)),
         meta,
     )
-    html_path = out / "report.html"
-    html_path.write_text(html, encoding="utf-8")
+    html_uri = write_object(store, "report.html", html.encode())
     jdbc: tuple[str, ...] = ()
     if settings.report_jdbc_url:
         password = settings.report_jdbc_password.get_secret_value() if settings.report_jdbc_password else None
@@ -169,13 +193,15 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     source.release()
     return ReportRun(
         out_dir=out,
-        html=html_path,
-        summary_csv=csv_path,
+        html=html_uri,
+        summary_csv=csv_uri,
         messages=sum(int(r["messages"]) for r in summary_rows),
         bad_events=bad_events,
         bad_acks=bad_acks,
         seconds=time.monotonic() - started,
         jdbc_tables=jdbc,
+        run_id=run_id,
+        nights=tuple(day.isoformat() for day in nights),
     )
 
 
@@ -187,12 +213,15 @@ def run_args(args: argparse.Namespace) -> int:
     """Run the report for parsed flags; prints where it went. Exit code 0."""
     settings = settings_from(args)
     from_ms, to_ms = parse_time(args.from_), parse_time(args.to)
+    locations = [settings.report_out_dir] + ([settings.report_input_dir] if settings.report_source == "files" else [])
+    schemes = {scheme(to_uri(location)) for location in locations} - {"file"}
     spark = spark_session(
         settings.report_master,
         settings.report_shuffle_partitions,
         settings.report_driver_memory,
         # The Kafka source and JDBC driver are fetched from Maven Central only when this run needs them.
         with_jars=settings.report_source == "kafka" or settings.report_jdbc_url is not None,
+        connectors=schemes,  # the Hadoop connectors of the object stores read or written
     )
     say(run(spark, settings, from_ms, to_ms), as_json=getattr(args, "json", False))
     return 0

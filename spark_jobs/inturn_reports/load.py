@@ -1,13 +1,29 @@
-"""Writing the report: Parquet tables partitioned by date, summary.csv, report.html, optionally PostgreSQL."""
+"""Writing the report: each night's tables as Parquet, published by a manifest; summary.csv, report.html; optionally
+PostgreSQL.
+
+A night is written in two steps, because object stores (S3, GCS, Azure) have no atomic rename of a folder:
+
+1. **Stage.** Spark writes every table of the run under ``<out>/runs/<run>/<table>/date=YYYY-MM-DD/`` (Parquet,
+   partitioned by date; ``<run>`` is new for each run, so nothing a reader may be reading is touched).
+2. **Publish.** Then, for each night the run holds, one small object ``<out>/_nights/YYYY-MM-DD.json`` (the
+   night's manifest: the run, and where each of its tables lies) is written, replacing the night's earlier one.
+   An object appears whole or not at all (``storage.ObjectStore``), so a night is either the earlier run's or
+   this one's, never a mix.
+
+Readers (the trends, ``read_table``) read a night only through its manifest: a run that fails or is killed before
+publishing leaves the earlier nights exactly as they were, and what it staged is never read.
+"""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
-import shutil
+import io
+import json
+import time
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -19,65 +35,129 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from inturn.errors import InturnError
+from inturn_reports.storage import ObjectStore
 from inturn_reports.transform import SCHEMAS
 from inturn_reports.transform.small import dates
+
+#: Where the manifests of the published nights are, under the output location.
+NIGHTS = "_nights"
+#: Where each run stages its tables, under the output location.
+RUNS = "runs"
+#: The manifests' format: a reader refuses a manifest of a later one.
+MANIFEST_FORMAT = 1
 
 
 class ReportLoadError(InturnError):
     """A report table could not be written (Parquet, CSV, HTML or JDBC), or an earlier night's read back."""
 
 
-def write_tables(tables: Mapping[str, pa.Table], out_dir: Path) -> dict[str, Path]:
-    """Each table as Parquet under ``out_dir/<name>/date=YYYY-MM-DD/``, one file a day, replacing the days it holds.
+@dataclasses.dataclass(frozen=True)
+class Night:
+    """A published night: the run that wrote it, and where each table's rows of it lie (relative to the output)."""
 
-    The days of earlier runs that this run does not cover are kept (as Spark's dynamic partition overwrite
-    does). A day's file is written under a hidden name first, then the day's older files are removed and the
-    new one renamed into place, so a reader never sees a half-written file. ``_SUCCESS`` marks the table
-    written, as Spark marks it.
-    """
+    date: dt.date
+    run: str
+    tables: Mapping[str, str]
+
+
+def new_run_id(now_ms: int | None = None) -> str:
+    """A run's name: its start time (UTC) and a random suffix, e.g. ``20261128T0300Z-1f2e3d4c``."""
+    moment = dt.datetime.fromtimestamp((time.time() * 1000 if now_ms is None else now_ms) / 1000, dt.UTC)
+    return f"{moment:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
+
+
+def write_tables(store: ObjectStore, tables: Mapping[str, pa.Table], run: str) -> dict[str, str]:
+    """Stage each table as Parquet under ``<out>/runs/<run>/<name>/date=YYYY-MM-DD/`` (one file a night, without the
+    date column, which is the folder's: as Spark's ``partitionBy`` writes it; ``_SUCCESS`` last); readers see none of
+    it until ``publish``. The URI of each table's folder."""
     written = {}
     for name, frame in tables.items():
-        root = out_dir / name
+        folder = f"{RUNS}/{run}/{name}"
         try:
-            root.mkdir(parents=True, exist_ok=True)
             for day in dates(frame):
-                _write_day(frame.filter(pc.equal(frame["date"], day)).drop_columns(["date"]), root, day)
-            (root / "_SUCCESS").touch()
+                rows = frame.filter(pc.equal(frame["date"], day)).drop_columns(["date"])
+                sink = io.BytesIO()
+                pq.write_table(rows, sink, compression="snappy")
+                store.write(f"{folder}/date={day.isoformat()}/part-00000-{run}.snappy.parquet", sink.getvalue())
+            store.write(f"{folder}/_SUCCESS", b"")
         except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not write the {name} table under {root}: {exc}") from exc
-        written[name] = root
+            raise ReportLoadError(f"could not write the {name} table under {store.uri(folder)}: {exc}") from exc
+        written[name] = store.uri(folder)
     return written
 
 
-def _write_day(rows: pa.Table, root: Path, day: dt.date) -> None:
-    folder = root / f"date={day.isoformat()}"
-    folder.mkdir(exist_ok=True)
-    name = f"part-{uuid.uuid4()}.snappy.parquet"
-    staged = folder / f".{name}.tmp"  # Spark and Arrow skip names starting with a dot
-    pq.write_table(rows, staged, compression="snappy")
-    for old in folder.iterdir():
-        if old == staged:
-            continue
-        if old.is_dir():
-            shutil.rmtree(old)
-        else:
-            old.unlink()
-    staged.rename(folder / name)
+def publish(store: ObjectStore, run: str, tables: Mapping[str, pa.Table], from_ms: int, to_ms: int) -> list[dt.date]:
+    """Make the nights the run's tables hold the readers' nights: one manifest each, written after every table is
+    staged (``write_tables``). The nights published, in order."""
+    nights = sorted({day for frame in tables.values() for day in dates(frame)})
+    for day in nights:
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "date": day.isoformat(),
+            "run": run,
+            "range_ms": [from_ms, to_ms],
+            "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "tables": {name: f"{RUNS}/{run}/{name}" for name in tables},
+        }
+        try:
+            store.write(f"{NIGHTS}/{day.isoformat()}.json", json.dumps(manifest, indent=2).encode())
+        except (OSError, pa.ArrowException) as exc:
+            raise ReportLoadError(f"could not publish the night {day} under {store.uri(NIGHTS)}: {exc}") from exc
+    return nights
+
+
+def published_nights(store: ObjectStore, first: dt.date, last: dt.date) -> list[Night]:
+    """The nights ``first`` to ``last`` that a run published (the others have no manifest), in order."""
+    nights = []
+    day = first
+    while day <= last:
+        key = f"{NIGHTS}/{day.isoformat()}.json"
+        try:
+            data = store.read(key)
+        except (OSError, pa.ArrowException) as exc:
+            raise ReportLoadError(f"could not read {store.uri(key)}: {exc}") from exc
+        if data is not None:
+            nights.append(_night(store.uri(key), data))
+        day += dt.timedelta(days=1)
+    return nights
+
+
+def _night(uri: str, data: bytes) -> Night:
+    try:
+        manifest = json.loads(data)
+        if manifest["format"] > MANIFEST_FORMAT:
+            raise ReportLoadError(f"{uri} is of a later manifest format ({manifest['format']}) than this report's")
+        return Night(dt.date.fromisoformat(manifest["date"]), str(manifest["run"]), dict(manifest["tables"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReportLoadError(f"{uri} is no night's manifest: {exc!r}") from exc
 
 
 def read_table(
-    out_dir: Path, name: str, first: dt.date, last: dt.date, columns: Sequence[str] | None = None
+    store: ObjectStore, name: str, first: dt.date, last: dt.date, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """The rows of the days ``first`` to ``last`` of the table ``name`` under ``out_dir`` (only ``columns``, and
-    ``date``, when given), as ``write_tables`` (or Spark, before 2026-11-26) wrote them."""
+    """The rows of the published nights ``first`` to ``last`` of the table ``name`` (only ``columns``, and ``date``,
+    when given), read from where each night's manifest says they are."""
     schema = SCHEMAS[name]
-    days = ds.partitioning(pa.schema([schema.field("date")]), flavor="hive")
-    wanted = None if columns is None else list(dict.fromkeys(["date", *columns]))
-    try:
-        dataset = ds.dataset(out_dir / name, schema=schema, format="parquet", partitioning=days)
-        return dataset.to_table(columns=wanted, filter=(ds.field("date") >= first) & (ds.field("date") <= last))
-    except (OSError, pa.ArrowException) as exc:
-        raise ReportLoadError(f"could not read the {name} table under {out_dir / name}: {exc}") from exc
+    wanted = schema.names if columns is None else list(dict.fromkeys(["date", *columns]))
+    target = pa.schema([schema.field(c) for c in wanted])
+    in_files = pa.schema([f for f in schema if f.name != "date"])  # the date is the folder's
+    parts = [target.empty_table()]
+    for night in published_nights(store, first, last):
+        if name not in night.tables:
+            continue
+        folder = f"{night.tables[name]}/date={night.date.isoformat()}"
+        try:
+            files = [k for k in store.keys(folder) if k.endswith(".parquet")]
+            if not files:
+                raise FileNotFoundError(f"no Parquet file in {store.uri(folder)}")
+            paths = [store.path(k) for k in files]
+            dataset = ds.dataset(paths, schema=in_files, format="parquet", filesystem=store.filesystem)
+            rows = dataset.to_table(columns=[c for c in wanted if c != "date"])
+            rows = rows.append_column(schema.field("date"), pa.array([night.date] * rows.num_rows, pa.date32()))
+            parts.append(rows.select(wanted))
+        except (OSError, pa.ArrowException) as exc:
+            raise ReportLoadError(f"could not read the {name} table under {store.uri(folder)}: {exc}") from exc
+    return pa.concat_tables(parts)
 
 
 def _cell(value: Any) -> str:
@@ -90,15 +170,22 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], path: Path) -> Path:
+def csv_bytes(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> bytes:
     """``rows`` as one CSV file with a header (the summary is small; it is written from the driver)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row[c]) for c in columns])
-    return path
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row[c]) for c in columns])
+    return text.getvalue().encode()
+
+
+def write_object(store: ObjectStore, key: str, data: bytes) -> str:
+    """``data`` as the object ``key`` under the output location (summary.csv, report.html); its URI."""
+    try:
+        return store.write(key, data)
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not write {store.uri(key)}: {exc}") from exc
 
 
 def write_jdbc(tables: Mapping[str, DataFrame], url: str, user: str | None, password: str | None) -> list[str]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from inturn_reports.jars import report_jars
+from inturn_reports.jars import connector_jars, report_jars
 
 #: Adaptive query execution, in both modes: Spark re-plans each stage from the sizes the previous
 #: one really wrote, merging small shuffle partitions and splitting skewed ones (a room with far
@@ -59,6 +59,7 @@ def spark_session(
     with_jars: bool = True,
     app_name: str = "inturn-report",
     conf: Mapping[str, str] | None = None,
+    connectors: Iterable[str] = (),
 ) -> SparkSession:
     """The active session, or a new one on ``master`` with the report's pass (and, ``with_jars``, the Kafka source
     and JDBC driver) on its classpath.
@@ -68,6 +69,11 @@ def spark_session(
     starts the JVM itself (local mode: ``LOCAL_ADAPTIVE`` merges the partitions by size); on a cluster
     ``CLUSTER_DEFAULTS`` fill in what spark-submit did not set.
     AQE (``ADAPTIVE``) is on in both unless ``conf`` turns it off.
+
+    ``connectors``: URI schemes (``s3a``, ``gs``, ``abfss``) whose Hadoop connector this process puts on the
+    driver's class path when it starts the JVM (``spark.driver.extraClassPath``: the jars are read where they lie,
+    not copied as ``spark.jars`` are; the s3a one holds the 560 MB AWS SDK bundle). Under spark-submit the
+    cluster's class path must hold them already (the report image puts them in ``/opt/inturn/jars``).
     """
     builder = (
         SparkSession.builder.appName(app_name)
@@ -85,6 +91,9 @@ def spark_session(
         )
         for key, value in LOCAL_ADAPTIVE.items():
             builder = builder.config(key, value)
+        connector_path = [str(jar) for scheme in sorted(set(connectors)) for jar in connector_jars(scheme)]
+        if connector_path:  # read by the JVM this process is about to start (PySpark passes it to spark-submit)
+            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(connector_path))
         for key, value in LOCAL_JVM_ENV.items():  # read by the JVM this process is about to start
             os.environ.setdefault(key, value)
         # The pass over the rooms runs in Python workers: the same interpreter as this one (its packages), not

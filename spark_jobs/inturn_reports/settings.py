@@ -6,10 +6,10 @@ until that file is added (see the issue note).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+import os
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from inturn.settings import KafkaSettings
 
@@ -20,10 +20,26 @@ class ReportSettings(KafkaSettings):
     report_source: Literal["kafka", "files"] = Field(
         "kafka", description="Read inturn.events and inturn.acks from Kafka, or from exported files."
     )
-    report_input_dir: Path = Field(
-        Path("var/export"), description="With source 'files': folder holding events/ and acks/ (Parquet or JSON)."
+    report_input_dir: str = Field(
+        "var/export",
+        description="With source 'files': the folder holding events/ and acks/ (Parquet or JSON lines), as a path "
+        "or a file://, s3a://, gs:// or abfss:// URI.",
     )
-    report_out_dir: Path = Field(Path("reports"), description="Where the tables, summary.csv and report.html go.")
+    report_out_dir: str = Field(
+        "reports",
+        description="Where the nights' tables, their manifests (_nights/), summary.csv and report.html go, and where "
+        "the trends read earlier nights from: a path or a file://, s3a://, gs:// or abfss:// URI.",
+    )
+    report_s3_endpoint: str | None = Field(
+        None,
+        description="s3a:// on an S3-compatible server other than AWS (MinIO, Ceph...): its URL, e.g. "
+        "http://minio:9000. Credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a web identity).",
+    )
+    report_s3_region: str | None = Field(None, description="s3a://: the bucket's region (e.g. eu-west-1).")
+    report_s3_path_style: bool = Field(
+        False,
+        description="s3a://: address buckets by path (http://host/bucket/key), as most S3-compatible servers want.",
+    )
     report_master: str = Field("local[2]", description="Spark master when not launched by spark-submit.")
     report_shuffle_partitions: int = Field(
         200,
@@ -52,3 +68,9 @@ class ReportSettings(KafkaSettings):
     )
     report_jdbc_user: str | None = Field(None, description="PostgreSQL user for the JDBC load.")
     report_jdbc_password: SecretStr | None = Field(None, description="PostgreSQL password for the JDBC load.")
+
+    @field_validator("report_input_dir", "report_out_dir", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: Any) -> Any:
+        """A ``pathlib.Path`` given in code is taken as the path it names."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value

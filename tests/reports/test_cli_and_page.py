@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -61,13 +60,15 @@ def test_inturn_report_json_prints_the_run_as_one_document(capsys: pytest.Captur
     args = build_parser().parse_args(["report", "--from", "2026-09-23", "--to", "2026-09-24", "--json"])
     assert args.json is True
     run = ReportRun(
-        out_dir=Path("/r"), html=Path("/r/report.html"), summary_csv=Path("/r/summary.csv"), messages=1200,
-        bad_events=2, bad_acks=0, seconds=3.5, jdbc_tables=("report_summary",),
+        out_dir="s3a://b/r", html="s3a://b/r/report.html", summary_csv="s3a://b/r/summary.csv", messages=1200,
+        bad_events=2, bad_acks=0, seconds=3.5, jdbc_tables=("report_summary",), run_id="20260924T030000Z-0a1b2c3d",
+        nights=("2026-09-23",),
     )  # fmt: skip
     say(run, as_json=True)
     assert json.loads(capsys.readouterr().out) == {
-        "out_dir": "/r", "html": "/r/report.html", "summary_csv": "/r/summary.csv", "messages": 1200,
-        "bad_events": 2, "bad_acks": 0, "seconds": 3.5, "jdbc_tables": ["report_summary"],
+        "out_dir": "s3a://b/r", "html": "s3a://b/r/report.html", "summary_csv": "s3a://b/r/summary.csv",
+        "messages": 1200, "bad_events": 2, "bad_acks": 0, "seconds": 3.5, "jdbc_tables": ["report_summary"],
+        "run_id": "20260924T030000Z-0a1b2c3d", "nights": ["2026-09-23"],
     }  # fmt: skip
     say(run, as_json=False)
-    assert capsys.readouterr().out.splitlines()[0] == "report: 1,200 messages in 3.5s -> /r"
+    assert capsys.readouterr().out.splitlines()[0] == "report: 1,200 messages in 3.5s -> s3a://b/r"

@@ -16,7 +16,9 @@ from pyspark.sql import SparkSession
 
 from inturn.schemas import encode
 from inturn_reports.job import TABLES, ReportRun, run
+from inturn_reports.load import RUNS
 from inturn_reports.settings import ReportSettings
+from inturn_reports.storage import join, local_path
 from tests.reports import fixture, oracle
 from tests.reports.browser import HAS_CHROMIUM, bars, rendered_dom, screenshot_is_a_page
 from tests.reports.generator import generate
@@ -84,13 +86,14 @@ def test_unreadable_exported_lines_are_counted_and_left_out(files_report: FilesR
 
 
 def test_tables_are_partitioned_by_date_and_the_csv_summary_matches_the_oracle(files_report: FilesReport) -> None:
-    out = files_report.run.out_dir
+    out = local_path(join(files_report.run.out_dir, RUNS, files_report.run.run_id))
+    assert out is not None
     expected = sorted(oracle.summary(files_report.msgs), key=lambda r: (r["date"], r["platform"], r["mode"]))
     dates = sorted({f"date={r['date'].isoformat()}" for r in expected})
     assert len(dates) == 2
     for table in TABLES:
         assert sorted(p.name for p in (out / table).glob("date=*")) == dates, table
-    with files_report.run.summary_csv.open() as f:
+    with Path(str(local_path(files_report.run.summary_csv))).open() as f:
         rows = list(csv.DictReader(f))
     counts = ["messages", "acked", "ack_timeouts", "late_acks", "retries", "dead_letters", "duplicates", "pairs",
               "inverted", "no_device_ts", "dispatch_violations"]  # fmt: skip
@@ -116,8 +119,9 @@ def test_summary_and_worst_rooms_reach_postgresql_over_jdbc(files_report: FilesR
 def test_the_html_report_renders_in_headless_chromium_with_its_charts(
     files_report: FilesReport, tmp_path: Path
 ) -> None:
-    assert screenshot_is_a_page(files_report.run.html, tmp_path / "report.png")
-    dom = rendered_dom(files_report.run.html)
+    html = Path(str(local_path(files_report.run.html)))
+    assert screenshot_is_a_page(html, tmp_path / "report.png")
+    dom = rendered_dom(html)
     for chart in ("latency", "ordering", "outcomes"):
         assert any(b["value"] > 0 for b in bars(dom, chart)), chart
     # The ordering chart shows the hand-checked rooms' rates (in %): fx-whatsapp/ack 2 of 4 pairs, fx-instagram 1 of 1.

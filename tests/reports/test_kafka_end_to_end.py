@@ -15,6 +15,7 @@ from inturn.kafka import make_admin, make_producer
 from inturn.schemas import encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn_reports.job import run
+from inturn_reports.load import RUNS
 from inturn_reports.settings import ReportSettings
 from tests.reports import fixture, oracle
 from tests.reports.generator import Stream, generate
@@ -80,7 +81,7 @@ def test_a_report_read_from_kafka_matches_the_oracle_and_the_hand_checked_rooms(
     assert len(events) < len(stream.events), "the range must leave some records out"
     assert result.messages == len(msgs) > 100
     assert (result.bad_events, result.bad_acks) == (0, 0)
-    out = tmp_path / "report"
+    out = tmp_path / "report" / RUNS / result.run_id  # where the run staged its tables (published: load.py)
     summary = spark.read.parquet(str(out / "summary"))
     assertDataFrameEqual(summary, _expected(spark, summary, oracle.summary(msgs)))
     room_table = spark.read.parquet(str(out / "rooms"))

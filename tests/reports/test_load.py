@@ -1,19 +1,18 @@
-"""``load.write_tables`` and ``load.read_table``: a night's files replaced whole, other nights kept, and the nights
-Spark wrote before the tables moved to the driver read along with the new ones."""
+"""``load``: tables staged per run, nights published by their manifests, and only published nights read back (on a
+local folder; tests/reports/test_storage.py does the same on an S3-compatible server)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 
-from inturn_reports.load import ReportLoadError, read_table, write_tables
-from inturn_reports.transform import SCHEMAS
+from inturn_reports.load import NIGHTS, RUNS, ReportLoadError, publish, published_nights, read_table, write_tables
+from inturn_reports.storage import ObjectStore, to_uri
 from inturn_reports.transform.small import table
 
 DAY1, DAY2, DAY3 = dt.date(2026, 9, 23), dt.date(2026, 9, 24), dt.date(2026, 9, 25)
@@ -25,49 +24,68 @@ def _platform(day: dt.date, platform: str, messages: int) -> dict[str, Any]:
             "out_of_order_rate": 0.0}  # fmt: skip
 
 
+def _night(out: Path, run: str, rows: list[dict[str, Any]], *, published: bool = True) -> None:
+    tables = {"platforms": table("platforms", rows)}
+    write_tables(ObjectStore(to_uri(out)), tables, run)
+    if published:
+        publish(ObjectStore(to_uri(out)), run, tables, 0, 1)
+
+
 def _read(out: Path) -> list[tuple[dt.date, str, int]]:
-    rows = read_table(out, "platforms", DAY1, DAY3).to_pylist()
+    rows = read_table(ObjectStore(to_uri(out)), "platforms", DAY1, DAY3).to_pylist()
     return sorted((r["date"], r["platform"], r["messages"]) for r in rows)
 
 
-def test_a_run_replaces_the_nights_it_holds_and_keeps_the_others(tmp_path: Path) -> None:
-    write_tables({"platforms": table("platforms", [_platform(DAY1, "whatsapp", 10), _platform(DAY2, "whatsapp", 20),
-                                                   _platform(DAY2, "telegram", 30)])}, tmp_path)  # fmt: skip
+def test_a_run_replaces_the_nights_it_publishes_whole_and_keeps_the_others(tmp_path: Path) -> None:
+    _night(tmp_path, "run-a", [_platform(DAY1, "whatsapp", 10), _platform(DAY2, "whatsapp", 20),
+                                      _platform(DAY2, "telegram", 30)])  # fmt: skip
     # The next run covers the second night only, with one platform fewer: that night is what this run says.
-    write_tables({"platforms": table("platforms", [_platform(DAY2, "whatsapp", 21)])}, tmp_path)
+    _night(tmp_path, "run-b", [_platform(DAY2, "whatsapp", 21)])
     assert _read(tmp_path) == [(DAY1, "whatsapp", 10), (DAY2, "whatsapp", 21)]
-    night = tmp_path / "platforms" / "date=2026-09-24"
-    assert [p.name.startswith("part-") and p.name.endswith(".parquet") for p in night.iterdir()] == [True]
-    assert (tmp_path / "platforms" / "_SUCCESS").exists()
-    # The files hold the night's rows without the date, which is the folder's: as Spark writes them.
-    assert "date" not in pq.read_schema(next(night.iterdir())).names
+    nights = published_nights(ObjectStore(to_uri(tmp_path)), DAY1, DAY3)
+    assert [(n.date, n.run, n.tables["platforms"]) for n in nights] == [
+        (DAY1, "run-a", f"{RUNS}/run-a/platforms"), (DAY2, "run-b", f"{RUNS}/run-b/platforms")
+    ]  # fmt: skip
+    # As Spark writes a table: one Parquet file a night under date=..., without the date, which is the folder's.
+    folder = tmp_path / RUNS / "run-b" / "platforms" / "date=2026-09-24"
+    files = [p for p in folder.iterdir() if p.name.endswith(".parquet")]
+    assert len(files) == 1
+    assert "date" not in pq.read_schema(files[0]).names
+    assert (tmp_path / RUNS / "run-b" / "platforms" / "_SUCCESS").exists()
 
 
-@pytest.mark.spark
-def test_nights_spark_wrote_read_along_with_the_new_ones(spark: SparkSession, tmp_path: Path) -> None:
-    # Up to 2026-11-26 Spark wrote the tables (partitionBy("date"), its own file names, .crc files and _SUCCESS).
-    # Those nights have the columns of then: no notes of what cannot be measured (read back as null).
-    columns = [c for c in SCHEMAS["platforms"].names if not c.endswith("_note")]
-    old = [_platform(DAY1, "whatsapp", 10), _platform(DAY2, "whatsapp", 20)]
-    frame = spark.createDataFrame([tuple(r[c] for c in columns) for r in old],
-                                  "date date, platform string, messages long, delivered long, ack_timeouts long, "
-                                  "pairs long, inverted long, e2e_p99_ms double, delivered_rate double, "
-                                  "out_of_order_rate double")  # fmt: skip
-    frame.write.partitionBy("date").parquet(str(tmp_path / "platforms"))
-    write_tables({"platforms": table("platforms", [_platform(DAY2, "whatsapp", 22), _platform(DAY3, "line", 5)])},
-                 tmp_path)  # fmt: skip
-    assert _read(tmp_path) == [(DAY1, "whatsapp", 10), (DAY2, "whatsapp", 22), (DAY3, "line", 5)]
-    # And Spark reads what the driver wrote.
-    back = spark.read.parquet(str(tmp_path / "platforms")).where("date = DATE'2026-09-25'").collect()
-    assert [(r["platform"], r["messages"], r["e2e_p99_ms"]) for r in back] == [("line", 5, 812.5)]
+def test_a_staged_run_that_never_published_is_not_read(tmp_path: Path) -> None:
+    _night(tmp_path, "run-a", [_platform(DAY1, "whatsapp", 10)])
+    _night(tmp_path, "run-b", [_platform(DAY1, "whatsapp", 99), _platform(DAY2, "line", 5)], published=False)
+    assert (tmp_path / RUNS / "run-b" / "platforms" / "date=2026-09-24").is_dir()
+    assert _read(tmp_path) == [(DAY1, "whatsapp", 10)]
+    assert sorted(p.name for p in (tmp_path / NIGHTS).iterdir()) == ["2026-09-23.json"]
 
 
-def test_reading_a_table_no_run_wrote_is_a_load_error_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(ReportLoadError, match="could not read the rooms table"):
-        read_table(tmp_path, "rooms", DAY1, DAY3)
+def test_nights_no_run_published_read_as_no_rows(tmp_path: Path) -> None:
+    rows = read_table(ObjectStore(to_uri(tmp_path)), "rooms", DAY1, DAY3, ["room_id"])
+    assert rows.num_rows == 0
+    assert rows.schema.names == ["date", "room_id"]
+
+
+def test_a_published_night_whose_tables_are_gone_is_a_load_error_naming_the_table(tmp_path: Path) -> None:
+    _night(tmp_path, "run-a", [_platform(DAY1, "whatsapp", 10)])
+    for path in sorted((tmp_path / RUNS / "run-a").rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    with pytest.raises(ReportLoadError, match="could not read the platforms table"):
+        _read(tmp_path)
+
+
+def test_a_manifest_of_a_later_format_is_refused(tmp_path: Path) -> None:
+    _night(tmp_path, "run-a", [_platform(DAY1, "whatsapp", 10)])
+    manifest = tmp_path / NIGHTS / "2026-09-23.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "format": 99}))
+    with pytest.raises(ReportLoadError, match="later manifest format"):
+        _read(tmp_path)
 
 
 def test_a_table_that_cannot_be_written_is_a_load_error_naming_it(tmp_path: Path) -> None:
-    (tmp_path / "summary").write_text("a file where the table's folder goes")
+    (tmp_path / RUNS / "run-a").mkdir(parents=True)
+    (tmp_path / RUNS / "run-a" / "summary").write_text("a file where the table's folder goes")
     with pytest.raises(ReportLoadError, match="could not write the summary table"):
-        write_tables({"summary": pa.Table.from_pylist([], schema=SCHEMAS["summary"])}, tmp_path)
+        write_tables(ObjectStore(to_uri(tmp_path)), {"summary": table("summary", [])}, "run-a")

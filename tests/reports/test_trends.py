@@ -12,7 +12,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from inturn.schemas import encode
 from inturn_reports.job import ReportRun, run
+from inturn_reports.load import read_table
 from inturn_reports.settings import ReportSettings
+from inturn_reports.storage import ObjectStore, local_path
 from tests.reports import oracle
 from tests.reports.browser import HAS_CHROMIUM, bars, rendered_dom, screenshot_is_a_page, table_rows
 from tests.reports.generator import Stream, generate
@@ -62,7 +64,9 @@ def nights(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Nig
 
 
 def test_each_nights_platform_figures_are_written_and_match_the_oracle(spark: SparkSession, nights: Nights) -> None:
-    written = spark.read.parquet(str(nights.last_run.out_dir / "platforms"))
+    last = max(nights.msgs)
+    store = ObjectStore(nights.last_run.out_dir)
+    written = spark.createDataFrame(read_table(store, "platforms", min(nights.msgs), last))
     columns = ["date", "platform", "messages", "delivered_rate", "out_of_order_rate", "ack_timeouts", "e2e_p99_ms"]
     expected = [row for msgs in nights.msgs.values() for row in oracle.platforms(msgs)]
     assert len({r["date"] for r in expected}) == NIGHTS
@@ -74,8 +78,9 @@ def test_each_nights_platform_figures_are_written_and_match_the_oracle(spark: Sp
 def test_the_page_charts_the_last_three_nights_per_platform_and_their_worst_rooms(
     nights: Nights, tmp_path: Path
 ) -> None:
-    assert screenshot_is_a_page(nights.last_run.html, tmp_path / "trends.png")
-    dom = rendered_dom(nights.last_run.html)
+    html = Path(str(local_path(nights.last_run.html)))
+    assert screenshot_is_a_page(html, tmp_path / "trends.png")
+    dom = rendered_dom(html)
     covered = sorted(nights.msgs)[1:]
     charts = ("out-of-order", "ack-timeouts", "delivered", "e2e-p99")
     want: dict[str, dict[tuple[str, str], float]] = {chart: {} for chart in charts}

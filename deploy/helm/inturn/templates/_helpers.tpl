@@ -126,7 +126,12 @@ The settings (field name -> value) one component reads, before they become INTUR
 {{- else if eq .component "bridge" }}
 {{- $s = merge (dict "bridge_mode" $v.bridge.mode "bridge_http_port" $v.bridge.port "bridge_internal_port" $v.bridge.internalPort "bridge_push_allow_unauthenticated" $v.bridge.push.allowUnauthenticated) (deepCopy $v.bridge.config) $s }}
 {{- else if eq .component "report" }}
-{{- $s = merge (dict "report_out_dir" (default $v.report.output.mountPath $v.report.output.uri)) (deepCopy $v.report.config) $s }}
+{{- $s3 := $v.report.output.s3 | default dict }}
+{{- $storage := dict "report_out_dir" (default $v.report.output.mountPath $v.report.output.uri) }}
+{{- with $s3.endpoint }}{{- $_ := set $storage "report_s3_endpoint" . }}{{- end }}
+{{- with $s3.region }}{{- $_ := set $storage "report_s3_region" . }}{{- end }}
+{{- if $s3.pathStyle }}{{- $_ := set $storage "report_s3_path_style" true }}{{- end }}
+{{- $s = merge $storage (deepCopy $v.report.config) $s }}
 {{- end }}
 {{- toYaml $s }}
 {{- end }}
