@@ -58,6 +58,7 @@ RUN python -m venv "$VENV" \
 # Hadoop, into /opt/inturn/jars (the chart puts that folder on the driver's and executors' class path). The
 # pom.xml sits next to the package in the source tree but not in the wheel, so it is put where the installed
 # package looks for it for the duration of this step.
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && mkdir -p /opt/inturn/jars \
     && if [ -n "$REPORT" ]; then \

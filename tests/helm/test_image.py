@@ -68,8 +68,8 @@ def test_the_report_jars_are_built_into_the_folder_the_chart_puts_on_the_class_p
     # The Kafka source is called on the driver and runs on the executors: both JVMs find it on their class path,
     # from the image itself.
     text = DOCKERFILE.read_text()
-    assert "in report_jars()" in text
-    assert '"/opt/inturn/jars/"' in text
+    assert "-m inturn_reports.jars kafka $REPORT_CONNECTORS" in text
+    assert "cp -v {} /opt/inturn/jars/" in text
     (cronjob,) = [m for m in helm.render() if m["kind"] == "CronJob" and m["metadata"]["name"].endswith("-report")]
     command = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"][0]
     for jvm in ("driver", "executor"):
