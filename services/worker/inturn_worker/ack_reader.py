@@ -87,9 +87,8 @@ class AckReader:
             f"{self._settings.worker_group_id}.acks.{self._settings.worker_id}",
             **{
                 "auto.offset.reset": "latest",
-                # A consumer that reads by manual assignment refreshes only the topics it is assigned; one left with
-                # no partition while a broker restarted can keep a stale view of the acks topic (offset lookups
-                # answer "Local: Unknown partition") for the default 15 minutes. Cached metadata ages out sooner.
+                # Assigned by hand, it refreshes only assigned topics: left with no partition across a broker restart,
+                # it kept a stale acks topic ("Local: Unknown partition") for 15 minutes. Cached metadata ages sooner.
                 "metadata.max.age.ms": 15_000,
                 "fetch.wait.max.ms": self._settings.worker_acks_fetch_wait_max_ms,
                 "fetch.min.bytes": self._settings.worker_acks_fetch_min_bytes,
