@@ -91,6 +91,8 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "INTURN_TESTS_NO_DOCKER": "the tests start Kafka, PostgreSQL and the emulator without Docker",
     "INTURN_TEST_SPARK_JARS": "0: the report's tests start Spark without the Kafka and JDBC jars (make test-compat)",
     "INTURN_LOAD_TESTS": "the tests also run the webhook's 30-second load test (tests/security/test_webhook_load.py)",
+    "INTURN_REPORT_CHANGED_SINCE": "a commit: scripts/report-changed.sh decides from that range whether CI runs "
+    "make test-compat",
 }
 
 
