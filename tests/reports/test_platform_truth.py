@@ -6,11 +6,11 @@ speaks at once, with the demo's platform (150 ms median latency, 12% of callback
 reached each device in what order; the report runs on the same events and acks, read back from Kafka. Per platform:
 
 - where the platform's callbacks can order messages (``measurable``), the report's out-of-order rate is within
-  ``TOLERANCE`` of the log's, and its device latency is there;
+  a stated tolerance of the log's (``RELATIVE_TOLERANCE``), and its device latency is there;
 - elsewhere the report says "not measurable", with the reason, for the out-of-order rate (and the device latency),
   never 0, even where the log shows messages out of order (Messenger).
 
-Why the two rates differ at all, and so why ``TOLERANCE`` (docs/reports.md, "What the report can see"): the log counts
+Why the two rates differ at all, and so why a tolerance (docs/reports.md, "What the report can see"): the log counts
 a room's adjacent inversions in device order; the report compares each message with the previous one in room order
 that has a device time, from the platform's own timestamps. A message whose callbacks were lost (12% here) takes
 part in no pair, so some pairs span two sends; two messages with the same device time count as in order; and the
@@ -47,10 +47,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres, pytest
 #: Rooms per platform and messages per room: 280 adjacent pairs per platform, enough that the log shows some
 #: out of order on every platform that delivers after a latency (16-20% in the runs measured).
 ROOMS, PER_ROOM = 20, 15
-#: The most the report's out-of-order rate may differ from the log's (absolute). Measured gaps: WhatsApp 0.3 and
-#: Twilio 2.3 points (this test's run, 2026-11-28); WhatsApp 4.8 points at the demo's scale (issue 39). The sources
-#: are in this module's docstring; none of them is a count the report could make and does not.
-TOLERANCE = 0.06
+#: The most the report's out-of-order rate may differ from the log's: a share of the log's rate (the sources below
+#: grow with the disorder: two messages sharing a device time count as in order, and more inversions mean more such
+#: ties), at least a few points. Measured gaps (2026-11-28): WhatsApp 0.3 points of 15.7% and Twilio 2.3 of 20.4% at
+#: load 35-45; WhatsApp 6.1 points of 47.9% on a quieter box (more sends overtake); WhatsApp 4.8 of 29.2% at the
+#: demo's scale (issue 39). None of them is a count the report could make and does not.
+RELATIVE_TOLERANCE, LEAST_TOLERANCE = 0.2, 0.03
 #: The least out-of-order share the log must show for the comparison to mean anything (a report reading 0 fails).
 DISORDER = 0.05
 
@@ -129,7 +131,7 @@ def test_the_report_says_what_the_receipt_log_says_or_that_it_cannot_see_it(trut
         assert log_rate >= DISORDER, f"the run shows too little disorder to judge the report: {seen}"
         assert row["out_of_order_note"] is None
         assert row["out_of_order_rate"] is not None, seen
-        assert abs(row["out_of_order_rate"] - log_rate) <= TOLERANCE, seen
+        assert abs(row["out_of_order_rate"] - log_rate) <= max(LEAST_TOLERANCE, RELATIVE_TOLERANCE * log_rate), seen
         # The device latency, from the platform's own times, is there and plausible: at least the simulator's
         # least latency, at most its cap plus the status chain.
         assert row["device_latency_note"] is None
