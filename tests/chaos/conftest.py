@@ -17,10 +17,13 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from confluent_kafka import KafkaException
 
+from inturn import topics
 from inturn.db import operator
-from inturn.kafka import partition_for
+from inturn.kafka import make_admin, partition_for
 from inturn.settings import KafkaSettings
+from inturn_devtools import LocalKafka
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.receipts import Report
 from inturn_devtools.waiting import wait_until
@@ -154,6 +157,28 @@ def assert_target(scenario: Scenario, report: Report) -> None:
     assert (report.lost, report.reordered, report.unexpected) == (0, 0, 0), report.summary()
     assert scenario.over_bound(report) == [], f"{scenario.over_bound(report)[:10]}\n{report.summary()}"
     assert report.duplicated <= scenario.bound, report.summary()
+
+
+def judge(scenario: Scenario) -> Report:
+    """The verdict (its ``chaos:`` line names the worst room) and the matrix's targets."""
+    report = scenario.verdict()
+    assert_target(scenario, report)
+    return report
+
+
+def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
+    """``settings`` pointed at ``broker``, with the four topics created and serving."""
+    settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
+    admin = make_admin(settings)
+    # A fresh broker on a loaded box may not answer the first look within its 10 s: create is idempotent, ask again.
+    wait_until(
+        lambda: topics.create(admin, settings, timeout=120) is not None,
+        180,
+        "the four topics created",
+        every=1.0,
+        ignore=(TimeoutError, KafkaException),
+    )
+    return settings
 
 
 @pytest.fixture

@@ -19,11 +19,10 @@ from typing import Any
 
 import orjson
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from google.cloud import pubsub_v1
 
-from inturn import topics
-from inturn.kafka import make_admin, make_consumer
+from inturn.kafka import make_consumer
 from inturn.schemas import Message, decode, now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
@@ -31,7 +30,7 @@ from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline
 from inturn_devtools.process import free_port
 from inturn_devtools.services import ServiceProcess
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress, topics_on
 from tests.worker.harness import read_topic
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -52,21 +51,6 @@ def own_kafka() -> Iterator[LocalKafka]:
     """A broker of this test's own, to stop and restart (the session's broker keeps serving the others)."""
     with LocalKafka() as broker:
         yield broker
-
-
-def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
-    """``settings`` pointed at ``broker``, with the four topics created and serving."""
-    settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
-    admin = make_admin(settings)
-    # A fresh broker on a loaded box may not answer the first look within its 10 s: create is idempotent, ask again.
-    wait_until(
-        lambda: topics.create(admin, settings, timeout=120) is not None,
-        180,
-        "the four topics created",
-        every=1.0,
-        ignore=(TimeoutError, KafkaException),
-    )
-    return settings
 
 
 @pytest.mark.timeout(420)

@@ -17,14 +17,22 @@ from typing import Any
 
 import pytest
 
-from inturn import topics
-from inturn.kafka import make_admin, partition_for
+from inturn.kafka import partition_for
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, owned_partitions, progress, rooms_of
+from tests.chaos.conftest import (
+    CHAOS_SIM,
+    CHAOS_WORKER,
+    Scenario,
+    judge,
+    owned_partitions,
+    progress,
+    rooms_of,
+    topics_on,
+)
 from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -49,13 +57,6 @@ def proxied_kafka() -> Iterator[tuple[LocalKafka, TcpProxy]]:
     finally:
         proxy.stop()
         broker.cleanup()
-
-
-def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:
-    """``settings`` pointed at ``broker``, with the four topics created."""
-    settings = settings.model_copy(update={"kafka_bootstrap": broker.bootstrap})
-    topics.create(make_admin(settings), settings)
-    return settings
 
 
 def via(line: Pipeline, name: str, base: str | None = None) -> dict[str, str]:
@@ -84,11 +85,6 @@ def sends(receipts: list[dict[str, Any]], worker: str, partitions: set[int], cou
         for r in receipts
         if r.get("via") == worker and partition_for(r["room_id"], count) in partitions
     )
-
-
-def judge(scenario: Scenario) -> None:
-    """The verdict and the matrix's targets."""
-    assert_target(scenario, scenario.verdict())
 
 
 @pytest.mark.timeout(600)

@@ -19,8 +19,7 @@ import pytest
 
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
-from inturn_devtools.receipts import Report
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, progress
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -56,13 +55,6 @@ def worker_counter(line: Pipeline, metric: str) -> float:
                 if row.startswith((metric + " ", metric + "{")):
                     total += float(row.rsplit(" ", 1)[1])
     return total
-
-
-def judge(scenario: Scenario) -> Report:
-    """The verdict (its ``chaos:`` line names the worst room) and the matrix's targets."""
-    report = scenario.verdict()
-    assert_target(scenario, report)
-    return report
 
 
 @pytest.fixture
