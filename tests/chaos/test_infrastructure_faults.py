@@ -31,6 +31,7 @@ from inturn_devtools.process import free_port
 from inturn_devtools.services import ServiceProcess
 from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress, topics_on
+from tests.support.pubsub import push_topic
 from tests.worker.harness import read_topic
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -217,22 +218,7 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
     line = chaos_pipeline
     rooms, per_room = 200, 8
     project, port, internal_port = "inturn-chaos", free_port(), free_port()
-    publisher = pubsub_v1.PublisherClient(
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
-    )
-    subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(project, f"chaos{test_id}")
-    publisher.create_topic(name=topic)
-    subscriber.create_subscription(
-        request={
-            "name": subscriber.subscription_path(project, f"chaos{test_id}"),
-            "topic": topic,
-            "enable_message_ordering": True,
-            "ack_deadline_seconds": 10,
-            "push_config": {"push_endpoint": f"http://127.0.0.1:{port}/push"},
-        }
-    )
-    subscriber.close()
+    publisher, topic = push_topic(project, f"chaos{test_id}", f"http://127.0.0.1:{port}/push")
     env = {
         "INTURN_KAFKA_BOOTSTRAP": line.topics.kafka_bootstrap,
         "INTURN_TOPIC_MESSAGES": line.topics.topic_messages,
