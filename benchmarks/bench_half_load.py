@@ -100,12 +100,8 @@ def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, 
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     worker_env = worker_env_for("ack")
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
-    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
-    try:
-        line.start_sim()
-        line.start_webhook()
-        worker = line.add_worker("w1")
-        line.wait_balanced()
+    with Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env) as line:
+        worker = line.start("w1").workers["w1"]
         start_ms = now_ms() + int(warmup_s * 1000)
         cpu0 = worker.cpu_seconds()
         produced = produce_paced(settings, rooms, rate, warmup_s + window_s, name)
@@ -118,8 +114,6 @@ def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, 
             )
         events = read_events(settings)
         receipts = line.receipts()
-    finally:
-        line.stop()
     shutil.rmtree(workdir, ignore_errors=True)
     consumed_to_sent, turn_to_sent = figures.turn_delays(events, start_ms, end_ms)
     delivered = figures.accepted_in(receipts, start_ms, end_ms)

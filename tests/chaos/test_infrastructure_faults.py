@@ -97,16 +97,8 @@ def test_kill_9_of_the_webhook_every_15_s_or_third_keeps_every_room_in_order(cha
 @contextmanager
 def two_workers(topics_: KafkaSettings, dsn: str, workdir: Path, test_id: str) -> Iterator[Pipeline]:
     """Simulator, webhook and two workers on ``topics_`` and ``dsn``, the group settled; stopped afterwards."""
-    line = Pipeline(topics_, dsn, workdir, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
-    try:
-        line.start_sim()
-        line.start_webhook()
-        for name in ("w1", "w2"):
-            line.add_worker(name)
-        line.wait_balanced()
-        yield line
-    finally:
-        line.stop()
+    with Pipeline(topics_, dsn, workdir, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER) as line:
+        yield line.start("w1", "w2")
 
 
 def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
