@@ -21,7 +21,7 @@ from inturn.platforms.twilio import status_callback_url
 from inturn.schemas import encode_callback_data, now_ms
 from inturn_devtools.waiting import eventually
 from inturn_sim.run import RunningSim, running_sim
-from tests.sim.support import MetaAndTwilioHooks
+from tests.sim.support import MetaAndTwilioHooks, meta_signed
 
 SECRET, TOKEN, TWILIO_TOKEN = "test-app-secret", "test-token", "twilio-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -39,8 +39,7 @@ class Receiver(MetaAndTwilioHooks):
 
     async def meta_hook(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), expected):
+        if not meta_signed(request, raw, SECRET):
             self.bad_signatures += 1
             return web.Response(status=401)
         self.meta.append(orjson.loads(raw))
