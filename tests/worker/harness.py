@@ -15,7 +15,6 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -42,7 +41,6 @@ from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
 from tests.support.messages import ack as status_of
-from tests.support.messages import text_message
 from tests.support.topics import read_topic as read_topic  # re-exported for the worker tests
 
 
@@ -161,11 +159,6 @@ class ScriptedPlatform:
         for receipt in self.receipts:
             rooms[receipt.room_id].append(receipt.message_id)
         return dict(rooms)
-
-
-def message(room: str, message_id: str, recipient: str | None = None, **kw: Any) -> Message:
-    """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
-    return text_message(room, message_id, recipient=recipient, **kw)
 
 
 def _publish(settings: KafkaSettings, topic: str, records: Sequence[Message | Ack]) -> None:
