@@ -83,20 +83,8 @@ class Simulator:
         self.receipts = ReceiptLog(settings.sim_receipts_path, settings.sim_receipts_memory_max)
         self.faults: list[Fault] = []
         self.generation = 0  # bumped by reset(): timers and retries of older sends become no-ops
-        self.sender = CallbackSender(
-            self.knobs,
-            self.stats,
-            app_secret=settings.sim_app_secret.get_secret_value().encode(),
-            waba_id=settings.sim_waba_id,
-            display_phone_number=settings.sim_display_phone_number,
-            batch_max=settings.sim_callback_batch_max,
-            concurrency=settings.sim_callback_concurrency,
-            timeout_s=settings.sim_callback_timeout_s,
-            generation=lambda: self.generation,
-            on_done=self._status_called_back,
-            twilio_auth_token=settings.sim_twilio_auth_token.get_secret_value().encode(),
-            rng=self.rng,
-        )
+        on_done = self._status_called_back
+        self.sender = CallbackSender(settings, self.knobs, self.stats, lambda: self.generation, on_done, self.rng)
         self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
         self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
         self._run_id = f"{time.time_ns() // 1_000_000:X}"  # keeps wamids unique across restarts
