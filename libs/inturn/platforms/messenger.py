@@ -40,6 +40,16 @@ from inturn.schemas import Message
 GRAPH_TRANSIENT_CODES = frozenset({1, 2, 4, 17, 32, 613, 1200})
 
 
+@dataclass(frozen=True, slots=True)
+class GraphSend:
+    """Where and as whom an adapter calls the Send API."""
+
+    api: str  # the Graph API's base URL and version
+    default_account: str  # the account a message that names none is sent from (``me``: the token's own)
+    messaging_type: str  # of sends whose payload sets none
+    headers: dict[str, str]  # shared by every prepared send (thousands wait at once)
+
+
 def graph_error(status: int, body: bytes, retry_after: str | None) -> TransientPlatformError | None:
     """A transient error for a Graph API error object whose code means "try later"; None for any other answer."""
     try:
@@ -51,16 +61,6 @@ def graph_error(status: int, body: bytes, retry_after: str | None) -> TransientP
     return TransientPlatformError(
         f"HTTP {status}: Graph API code {code} (try later)", status=status, retry_after=_seconds(retry_after)
     )
-
-
-@dataclass(frozen=True, slots=True)
-class GraphSend:
-    """Where and as whom an adapter calls the Send API."""
-
-    api: str  # the Graph API's base URL and version
-    default_account: str  # the account a message that names none is sent from (``me``: the token's own)
-    messaging_type: str  # of sends whose payload sets none
-    headers: dict[str, str]  # shared by every prepared send (thousands wait at once)
 
 
 class MessengerAdapter(PlatformAdapter):
