@@ -34,6 +34,7 @@ def _env(settings: KafkaSettings, port: int, internal_port: int | None = None) -
         "INTURN_TOPIC_ACKS": settings.topic_acks,
         "INTURN_TOPIC_EVENTS": settings.topic_events,
         "INTURN_TOPIC_DLQ": settings.topic_dlq,
+        "INTURN_TOPIC_STATUSES": settings.topic_statuses,
         "INTURN_WEBHOOK_APP_SECRETS": APP_SECRET,
         "INTURN_WEBHOOK_MAX_BODY_BYTES": str(MAX_BODY),
         "INTURN_WEBHOOK_HOST": "127.0.0.1",
@@ -52,6 +53,7 @@ def test_the_webhook_refuses_to_start_when_messages_and_acks_partition_counts_di
         NewTopic(kafka_settings.topic_acks, num_partitions=3, replication_factor=1),
         NewTopic(kafka_settings.topic_events, num_partitions=1, replication_factor=1),
         NewTopic(kafka_settings.topic_dlq, num_partitions=1, replication_factor=1),
+        NewTopic(kafka_settings.topic_statuses, num_partitions=1, replication_factor=1),
     ]
     for future in kafka_admin.create_topics(new).values():
         future.result(30)
