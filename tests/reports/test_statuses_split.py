@@ -57,8 +57,9 @@ def reports(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> di
 def test_the_split_moves_later_statuses_of_every_platform_off_the_acks_topic(reports: dict[str, Any]) -> None:
     # Guards the comparison below against a split that moved nothing.
     later: list[Ack] = reports["later"]
-    assert {a.platform for a in later} == {"whatsapp", "instagram", "messenger"}
-    assert len(reports["deciding"]) > 100
+    assert {"whatsapp", "instagram", "messenger"} <= {a.platform for a in later}
+    assert {a.status.value for a in later} == {"sent", "delivered", "read", "failed"}
+    assert len(reports["deciding"]) > 50
     assert len(later) > 100
 
 
