@@ -116,6 +116,7 @@ async def test_a_watermark_always_goes_to_acks_it_may_resolve_whichever_message_
     assert await _submit(intake, producer, mark) == [ACKS]
     later = _status("watermark.4917.1700000000000", "read", watermark_ms=1_700_000_000_000)
     assert await _submit(intake, producer, later) == [ACKS]
+    assert len(cast(DecidedWindow, intake.decided)) == 0  # nothing to remember: no watermark decides a message
 
 
 async def test_statuses_of_a_platform_whose_send_answer_is_the_ack_all_go_to_statuses() -> None:

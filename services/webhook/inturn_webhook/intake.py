@@ -262,7 +262,8 @@ class AckIntake:
                     confirmation.to_statuses.append(status.status)
                 else:
                     # It may decide the worker's outcome: the acks topic (once confirmed, its message is decided).
-                    record = Record(replays, key, confirmation, window)
+                    # A watermark is never a message's deciding status (module docstring): not remembered.
+                    record = Record(replays, key, confirmation, window if status.watermark_ms is None else None)
                     # The hot path calls the producer itself (one frame less than ``_produce``, same errors).
                     produce(
                         self._acks_topic,
