@@ -125,9 +125,9 @@ class WebhookSettings(KafkaSettings):
         100_000,
         ge=1,
         description="Messages (platform, platform message id) whose deciding status this process had confirmed on "
-        "the acks topic, remembered (least recently used first out) so that their later statuses go to the "
-        "statuses topic; at most 400 bytes each with WhatsApp-sized ids (100,000: at most 40 MB). A message forgotten, or seen by another "
-        "replica, has its later statuses on the acks topic, as with the split off.",
+        "the acks topic, remembered (oldest decided first out) so that their later statuses go to the statuses "
+        "topic; at most 400 bytes each with WhatsApp-sized ids (100,000: at most 40 MB). A message forgotten, or "
+        "seen by another replica, has its later statuses on the acks topic, as with the split off.",
     )
     webhook_room_from_recipient: str | None = Field(
         None,
