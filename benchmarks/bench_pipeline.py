@@ -197,7 +197,7 @@ COMPONENTS = ("broker", "worker", "webhook", "sim")
 #: The warm-up outlasts the ack timeout: until the first lost callbacks time out, the committed offsets (held at each
 #: partition's oldest message without an outcome) fall behind even at a rate the box carries. The margin (2 s of
 #: messages over the window) covers commits every second and timeouts that end in waves.
-SEARCH_FACTORS = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+SEARCH_FACTORS = (1.0, 1.5, 2.0, 3.0)
 SEARCH_WARMUP_S = ACK_TIMEOUT_MS / 1000 + 5
 SEARCH_WINDOW_S = 20.0
 BACKLOG_GROWTH_MAX = 0.1
