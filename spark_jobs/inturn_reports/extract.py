@@ -13,6 +13,7 @@ are not reported on, but counted (``Extracted.bad_records``) so the job can say 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
@@ -111,13 +112,20 @@ def from_kafka(
     statuses_topic: str | None = None,
 ) -> Extracted:
     """The events topic, and the acks and statuses topics as one, between the offsets of ``from_ms`` and ``to_ms``
-    (record timestamps), batch mode. ``statuses_topic`` None: the acks topic alone."""
+    (record timestamps), batch mode. ``statuses_topic`` None: the acks topic alone.
 
-    def read(topic: str, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    A missing events or acks topic fails the read; a missing statuses topic reads as empty (a deployment from before
+    the webhook wrote one, or one that keeps the split off: nothing was written there). It is read by an exact
+    ``subscribePattern``, which matches only topics that exist: ``subscribe`` fails on a missing one."""
+
+    def read(
+        topic: str, schema: StructType, required: tuple[str, ...], optional: bool = False
+    ) -> tuple[DataFrame, DataFrame]:
+        which = ("subscribePattern", f"^{re.escape(topic)}$") if optional else ("subscribe", topic)
         reader = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)  # "a,b": both topics' records in one frame
+            .option(*which)
             # One timestamp for every partition: Spark looks up each partition's offset for it
             # (the same lookup as startingOffsetsByTimestamp, without listing the partitions here).
             .option("startingTimestamp", str(from_ms))
@@ -133,8 +141,10 @@ def from_kafka(
 
     parsed: list[DataFrame] = []
     events, bad_events = read(events_topic, EVENT_SCHEMA, _EVENT_REQUIRED)
-    statuses = acks_topic if statuses_topic is None else f"{acks_topic},{statuses_topic}"
-    acks, bad_acks = read(statuses, ACK_SCHEMA, _ACK_REQUIRED)
+    acks, bad_acks = read(acks_topic, ACK_SCHEMA, _ACK_REQUIRED)
+    if statuses_topic is not None:
+        statuses, bad_statuses = read(statuses_topic, ACK_SCHEMA, _ACK_REQUIRED, optional=True)
+        acks, bad_acks = acks.unionByName(statuses), bad_acks.unionByName(bad_statuses)
     return Extracted(events, acks, bad_events, bad_acks, tuple(parsed))
 
 

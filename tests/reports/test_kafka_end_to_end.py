@@ -15,6 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 from inturn.kafka import make_admin, make_producer
 from inturn.schemas import encode, now_ms
 from inturn.settings import KafkaSettings
+from inturn_reports import extract
 from inturn_reports.job import run
 from inturn_reports.load import RUNS
 from inturn_reports.settings import ReportSettings
@@ -100,3 +101,24 @@ def test_a_report_read_from_kafka_matches_the_oracle_and_the_hand_checked_rooms(
         "dispatch_violations",
     )  # fmt: skip
     assertDataFrameEqual(hand_rooms, [(room, *vals) for room, vals in fixture.ROOMS.items()])
+
+
+def test_a_missing_statuses_topic_reads_as_empty_and_the_acks_topic_alone_is_read(
+    spark: SparkSession, inturn_topics: KafkaSettings
+) -> None:
+    # A deployment from before the statuses topic (or with the split off) has nothing there: the report goes on.
+    start = now_ms() - 60_000
+    stream = generate(seed=3, rooms=3, messages_per_room=2, start_ms=start, span_ms=10_000)
+    producer = make_producer(inturn_topics)
+    for ack in stream.acks:
+        producer.produce(inturn_topics.topic_acks, encode(ack), ack.room_id.encode())
+    assert producer.flush(30) == 0
+    missing = f"{inturn_topics.topic_statuses}.missing"
+    source = extract.from_kafka(
+        spark, inturn_topics.kafka_bootstrap, inturn_topics.topic_events, inturn_topics.topic_acks,
+        start - HOUR, now_ms() + 60_000, None, missing,
+    )  # fmt: skip
+    try:
+        assert source.acks.count() == len(stream.acks) > 0
+    finally:
+        source.release()
