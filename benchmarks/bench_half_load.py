@@ -21,6 +21,7 @@ import math
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,26 +58,34 @@ def produce_paced(
     """Messages to the messages topic at ``rate`` per second for ``seconds``, rooms in turn; each room's order.
     ``accounts``: the rooms spread over that many WhatsApp sending accounts (room r: account r mod ``accounts``)."""
     producer = make_producer(settings)
-    filler = "x" * PAYLOAD_BYTES
     produced: dict[str, list[str]] = {}
-    n = 0
-    t0 = time.monotonic()
     try:
-        while (elapsed := time.monotonic() - t0) < seconds:
-            while n < int(elapsed * rate):
-                r = n % rooms
-                account = f"{PHONE_NUMBER_ID}{r % accounts:03d}" if accounts > 1 else None
-                room, message_id, value = message_value(prefix, r, n // rooms, filler, account=account)
-                producer.produce(settings.topic_messages, key=room, value=value)
-                produced.setdefault(room, []).append(message_id)
-                n += 1
-            producer.poll(0)
-            time.sleep(0.005)
+        for room, message_id, value in paced(rooms, rate, seconds, prefix, accounts, lambda: producer.poll(0)):
+            producer.produce(settings.topic_messages, key=room, value=value)
+            produced.setdefault(room, []).append(message_id)
         if producer.flush(60) != 0:
             raise RuntimeError("could not produce every message")
     finally:
         producer.close()
     return produced
+
+
+def paced(
+    rooms: int, rate: float, seconds: float, prefix: str, accounts: int, between: Callable[[], object]
+) -> Iterator[tuple[str, str, bytes]]:
+    """The benchmark's messages (room, message id, value) at ``rate`` per second for ``seconds``, rooms in turn,
+    spread over ``accounts`` sending accounts (one: the default account); ``between`` runs after each burst."""
+    filler = "x" * PAYLOAD_BYTES
+    n = 0
+    t0 = time.monotonic()
+    while (elapsed := time.monotonic() - t0) < seconds:
+        while n < int(elapsed * rate):
+            r = n % rooms
+            account = f"{PHONE_NUMBER_ID}{r % accounts:03d}" if accounts > 1 else None
+            yield message_value(prefix, r, n // rooms, filler, account=account)
+            n += 1
+        between()
+        time.sleep(0.005)
 
 
 def capacity(kafka: LocalKafka, pg: LocalPostgres, name: str, rooms: int, window_s: float) -> dict[str, Any]:
@@ -103,12 +112,8 @@ def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, 
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     worker_env = worker_env_for("ack")
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
-    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
-    try:
-        line.start_sim()
-        line.start_webhook()
-        worker = line.add_worker("w1")
-        line.wait_balanced()
+    with Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env) as line:
+        worker = line.start("w1").workers["w1"]
         start_ms = now_ms() + int(warmup_s * 1000)
         cpu0 = worker.cpu_seconds()
         produced = produce_paced(settings, rooms, rate, warmup_s + window_s, name)
@@ -121,8 +126,6 @@ def scenario(kafka: LocalKafka, pg: LocalPostgres, rooms: int, warmup_s: float, 
             )
         events = read_events(settings)
         receipts = line.receipts()
-    finally:
-        line.stop()
     shutil.rmtree(workdir, ignore_errors=True)
     consumed_to_sent, turn_to_sent = figures.turn_delays(events, start_ms, end_ms)
     delivered = figures.accepted_in(receipts, start_ms, end_ms)

@@ -220,19 +220,15 @@ def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: d
     """The raw HTTP loop: bare POSTs to the simulator (which calls the webhook back), no ordering."""
     settings = fresh_topics(kafka.bootstrap, name, PARTITIONS)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
-    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
-    line.start_sim()
-    line.start_webhook()
-    concurrency = min(rooms, RAW_CONCURRENCY_CAP)
-    try:
+    with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env) as line:
+        line.start()
+        concurrency = min(rooms, RAW_CONCURRENCY_CAP)
         url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
         command = [sys.executable, "-m", "benchmarks.bare_post", url, ACCESS_TOKEN]
         command += [str(requests), str(concurrency), str(rooms), str(PAYLOAD_BYTES)]
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         bare: dict[str, Any] = json.loads(out)
         accepted = int(line.stats()["accepted"])
-    finally:
-        line.stop()
     shutil.rmtree(workdir, ignore_errors=True)
     return {
         "requests": bare["requests"],
@@ -289,10 +285,8 @@ def measure_mode(
         "INTURN_WORKER_LOW_WATERMARK": str(high_watermark // 2),
     }
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-matrix-{name}-"))
-    line = Pipeline(settings, pg.dsn, workdir, group=f"matrix-{name}", sim=sim_env, worker=worker_env)
-    try:
-        line.start_sim()
-        line.start_webhook()
+    with Pipeline(settings, pg.dsn, workdir, group=f"matrix-{name}", sim=sim_env, worker=worker_env) as line:
+        line.start()
         worker = line.add_worker("w1")
         wait_until(
             lambda: int(line.stats()["accepted"]) > 0 or not worker.running,
@@ -312,8 +306,6 @@ def measure_mode(
             raise RuntimeError(f"{name}: the worker exited during the window (log: {worker.log_file})")
         events = read_events(settings)  # before the receipts: every acked message then has its receipt
         receipts = line.receipts()
-    finally:
-        line.stop()
     delivered = figures.accepted_in(receipts, start_ms, end_ms)
     window_s = (end_ms - start_ms) / 1000
     verdict = figures.verdict(check(receipts, produced), produced, receipts, ACK_TIMEOUT_MS)

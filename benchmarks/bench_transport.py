@@ -87,16 +87,12 @@ def run(quick: bool) -> dict[str, Any]:
     with LocalKafka(heap_mb=512) as kafka:
         settings = fresh_topics(kafka.bootstrap, "transport", 4)
         workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-transport-"))
-        line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=SIM_ENV)
-        line.start_sim()
-        line.start_webhook()
-        try:
+        with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=SIM_ENV) as line:
+            line.start()
             url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
             for i in range(rounds):
                 for client in clients[i % len(clients) :] + clients[: i % len(clients)]:
                     runs[client].append(post_with(url, client, requests, POOL, SENDERS, SENDERS))
-        finally:
-            line.stop()
     figures = summary(runs)
     cheapest = min(figures, key=lambda c: figures[c]["cpu_us_per_request"])
     return {

@@ -125,10 +125,8 @@ def _bare(
 ) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, "bare", 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
-    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env)
-    line.start_sim()
-    line.start_webhook()
-    try:
+    with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env) as line:
+        line.start()
         url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
         out = subprocess.run(
             [
@@ -150,8 +148,6 @@ def _bare(
         ).stdout
         result: dict[str, Any] = json.loads(out)
         return result
-    finally:
-        line.stop()
 
 
 def _floor(
@@ -166,10 +162,8 @@ def _floor(
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
-    line = Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env, worker=worker_env)
-    line.start_sim()
-    line.start_webhook()
-    try:
+    with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env, worker=worker_env) as line:
+        line.start()
         total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
         env = {**os.environ, "MALLOC_ARENA_MAX": "2", **line.worker_settings_env("floor")}  # as a worker's
 
@@ -187,8 +181,6 @@ def _floor(
 
         # Then its Kafka part alone, over the same messages and the statuses the first run brought.
         return {**floor(), "kafka_part": floor("--without-post")}
-    finally:
-        line.stop()
 
 
 def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TypeVar
 
 import asyncpg
 import pytest
@@ -19,6 +20,8 @@ from inturn import topics
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres, LocalPubSub
+
+Server = TypeVar("Server", LocalKafka, LocalPostgres)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -47,17 +50,20 @@ def docker_available() -> bool:
     return _docker_answers()
 
 
+def _own_server(variable: str, docker_available: bool, launcher: Callable[[], Server]) -> Iterator[Server | None]:
+    """A server of the session's own (``launcher``'s, cleaned up afterwards) unless the environment variable
+    ``variable`` names one or Docker answers (then None: testcontainers starts one)."""
+    if os.environ.get(variable) or docker_available:
+        yield None
+        return
+    with launcher() as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(docker_available: bool) -> Iterator[LocalKafka | None]:
     """The session's own broker when none was given in the environment (None otherwise)."""
-    if os.environ.get("INTURN_KAFKA_BOOTSTRAP") or docker_available:
-        yield None
-        return
-    broker = LocalKafka().start()
-    try:
-        yield broker
-    finally:
-        broker.cleanup()
+    yield from _own_server("INTURN_KAFKA_BOOTSTRAP", docker_available, LocalKafka)
 
 
 @pytest.fixture(scope="session")
@@ -77,14 +83,7 @@ def kafka_bootstrap(kafka_broker: LocalKafka | None, docker_available: bool) -> 
 @pytest.fixture(scope="session")
 def postgres_server(docker_available: bool) -> Iterator[LocalPostgres | None]:
     """The session's own PostgreSQL when none was given in the environment (None otherwise)."""
-    if os.environ.get("INTURN_POSTGRES_DSN") or docker_available:
-        yield None
-        return
-    server = LocalPostgres().start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
+    yield from _own_server("INTURN_POSTGRES_DSN", docker_available, LocalPostgres)
 
 
 @pytest.fixture(scope="session")

@@ -120,6 +120,23 @@ class Pipeline:
             "INTURN_LOG_FORMAT": "json",
         }
 
+    def start(self, *workers: str) -> Pipeline:
+        """Start the simulator, the webhook and the ``workers`` named, and with workers wait until the group has
+        settled (``wait_balanced``); returns the pipeline. ``stop``, or the end of a ``with`` block, stops it all."""
+        self.start_sim()
+        self.start_webhook()
+        for name in workers:
+            self.add_worker(name)
+        if workers:
+            self.wait_balanced()
+        return self
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def start_sim(self) -> ServiceProcess:
         """Start the platform simulator, calling the webhook back."""
         env = {

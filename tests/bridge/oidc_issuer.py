@@ -8,17 +8,16 @@ everything the bridge checks (signature, expiry, audience, issuer, email) is che
 from __future__ import annotations
 
 import contextlib
-import datetime
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from google.auth import crypt, jwt
+
+from tests.support.certs import certificate, common_name, private_pem
 
 AUDIENCE = "https://bridge.example.com/push"
 PUSHER = "pusher@inturn-test.iam.gserviceaccount.com"
@@ -27,20 +26,8 @@ PUSHER = "pusher@inturn-test.iam.gserviceaccount.com"
 def signing_key(kid: str) -> tuple[crypt.RSASigner, str]:
     """A fresh RSA signer and its self-signed certificate (PEM)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "inturn-test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    signer = crypt.RSASigner.from_string(pem, key_id=kid)  # type: ignore[no-untyped-call]  # google-auth is untyped here
+    cert = certificate(common_name("inturn-test"), key)
+    signer = crypt.RSASigner.from_string(private_pem(key), key_id=kid)  # type: ignore[no-untyped-call]  # google-auth is untyped here
     return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
 
 

@@ -31,6 +31,7 @@ from inturn_devtools.process import free_port
 from inturn_devtools.services import ServiceProcess
 from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, assert_target, progress, topics_on
+from tests.support.pubsub import push_topic
 from tests.worker.harness import read_topic
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -96,16 +97,8 @@ def test_kill_9_of_the_webhook_every_15_s_or_third_keeps_every_room_in_order(cha
 @contextmanager
 def two_workers(topics_: KafkaSettings, dsn: str, workdir: Path, test_id: str) -> Iterator[Pipeline]:
     """Simulator, webhook and two workers on ``topics_`` and ``dsn``, the group settled; stopped afterwards."""
-    line = Pipeline(topics_, dsn, workdir, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER)
-    try:
-        line.start_sim()
-        line.start_webhook()
-        for name in ("w1", "w2"):
-            line.add_worker(name)
-        line.wait_balanced()
-        yield line
-    finally:
-        line.stop()
+    with Pipeline(topics_, dsn, workdir, group=f"g{test_id}", sim=CHAOS_SIM, worker=CHAOS_WORKER) as line:
+        yield line.start("w1", "w2")
 
 
 def test_postgres_stopped_and_restarted_mid_run_loses_and_duplicates_nothing(
@@ -217,22 +210,7 @@ def test_the_push_bridge_killed_mid_stream_loses_and_reorders_nothing_at_the_dev
     line = chaos_pipeline
     rooms, per_room = 200, 8
     project, port, internal_port = "inturn-chaos", free_port(), free_port()
-    publisher = pubsub_v1.PublisherClient(
-        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
-    )
-    subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(project, f"chaos{test_id}")
-    publisher.create_topic(name=topic)
-    subscriber.create_subscription(
-        request={
-            "name": subscriber.subscription_path(project, f"chaos{test_id}"),
-            "topic": topic,
-            "enable_message_ordering": True,
-            "ack_deadline_seconds": 10,
-            "push_config": {"push_endpoint": f"http://127.0.0.1:{port}/push"},
-        }
-    )
-    subscriber.close()
+    publisher, topic = push_topic(project, f"chaos{test_id}", f"http://127.0.0.1:{port}/push")
     env = {
         "INTURN_KAFKA_BOOTSTRAP": line.topics.kafka_bootstrap,
         "INTURN_TOPIC_MESSAGES": line.topics.topic_messages,

@@ -59,6 +59,17 @@ def proxied_kafka() -> Iterator[tuple[LocalKafka, TcpProxy]]:
         broker.cleanup()
 
 
+@pytest.fixture
+def proxied_line(
+    proxied_kafka: tuple[LocalKafka, TcpProxy], kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path,
+    test_id: str,
+) -> tuple[Pipeline, TcpProxy]:  # fmt: skip
+    """A line (not started) on fresh topics of the proxied broker, and the proxy its clients can be pointed at."""
+    broker, proxy = proxied_kafka
+    settings = topics_on(broker, kafka_settings)
+    return Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER), proxy
+
+
 def via(line: Pipeline, name: str, base: str | None = None) -> dict[str, str]:
     """A worker's environment for sending under ``/_via/<name>`` (through ``base``, default the simulator)."""
     return {"INTURN_WHATSAPP_BASE_URL": f"{base or line.sim_url}/_via/{name}"}
@@ -89,13 +100,10 @@ def sends(receipts: list[dict[str, Any]], worker: str, partitions: set[int], cou
 
 @pytest.mark.timeout(600)
 def test_a_worker_cut_off_from_kafka_stops_sending_before_another_takes_its_partitions(
-    proxied_kafka: tuple[LocalKafka, TcpProxy], kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path,
-    test_id: str,
-) -> None:  # fmt: skip
-    broker, proxy = proxied_kafka
-    settings = topics_on(broker, kafka_settings)
-    line = Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
-    topic, count = settings.topic_messages, settings.topic_partitions
+    proxied_line: tuple[Pipeline, TcpProxy], postgres_dsn: str
+) -> None:
+    line, proxy = proxied_line
+    topic, count = line.topics.topic_messages, line.topics.topic_partitions
     with running(line, {"INTURN_KAFKA_BOOTSTRAP": proxy.address}):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("worker cut off from Kafka (blackholed, kept running)", line, f"{ROOMS} rooms x {PER_ROOM}")
@@ -196,12 +204,9 @@ def test_a_worker_cut_off_from_the_platform_resends_at_most_what_was_in_flight(
 
 @pytest.mark.timeout(600)
 def test_the_webhook_cut_off_from_kafka_mid_request_loses_and_reorders_nothing(
-    proxied_kafka: tuple[LocalKafka, TcpProxy], kafka_settings: KafkaSettings, postgres_dsn: str, tmp_path: Path,
-    test_id: str,
-) -> None:  # fmt: skip
-    broker, proxy = proxied_kafka
-    settings = topics_on(broker, kafka_settings)
-    line = Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
+    proxied_line: tuple[Pipeline, TcpProxy],
+) -> None:
+    line, proxy = proxied_line
     with running(line, {}, webhook_env={"INTURN_KAFKA_BOOTSTRAP": proxy.address}):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("webhook cut off from Kafka (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")

@@ -69,12 +69,7 @@ def platform_pipeline(
         sim = {**CHAOS_SIM, **sim_knobs}
         line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=sim, worker=PLATFORM_WORKER)
         lines.append(line)
-        line.start_sim()
-        line.start_webhook()
-        for name in ("w1", "w2"):
-            line.add_worker(name)
-        line.wait_balanced()
-        return line
+        return line.start("w1", "w2")
 
     try:
         yield start

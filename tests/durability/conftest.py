@@ -32,15 +32,10 @@ PIPELINE_WORKER = {
 def pipeline(inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str) -> Iterator[Pipeline]:
     """Simulator and webhook running; workers are added by each test (sharing one database: cursors and
     epochs are kept per messages topic)."""
-    line = Pipeline(
+    with Pipeline(
         inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=PIPELINE_SIM, worker=PIPELINE_WORKER
-    )
-    line.start_sim()
-    line.start_webhook()
-    try:
-        yield line
-    finally:
-        line.stop()
+    ) as line:
+        yield line.start()
 
 
 def wait_done(line: Pipeline, total: int, within: float) -> None:

@@ -21,6 +21,7 @@ from inturn.schemas import (
     validate,
 )
 from inturn.settings import KafkaSettings, PostgresSettings, load
+from tests.support.messages import ack
 
 GOOD = (
     b'{"v":1,"room_id":"A","message_id":"m1","platform":"whatsapp","recipient":"491701",'
@@ -95,16 +96,8 @@ def test_a_message_takes_the_platform_names_an_ack_takes(name: str) -> None:
 
 
 def test_an_ack_status_outside_the_known_four_is_refused() -> None:
-    ack = Ack(
-        room_id="A",
-        message_id="m1",
-        platform="whatsapp",
-        platform_message_id="wamid.1",
-        status=AckStatus.SENT,
-        platform_ts_ms=1,
-        received_at_ms=2,
-    )
-    bad = encode(ack).replace(b'"sent"', b'"bounced"')
+    sent = ack("A", "m1", "wamid.1", AckStatus.SENT, platform_ts_ms=1, received_at_ms=2)
+    bad = encode(sent).replace(b'"sent"', b'"bounced"')
     with pytest.raises(SchemaError, match="status"):
         decode(Ack, bad)
 

@@ -220,21 +220,24 @@ def installed(helm: Helm, api: ApiServer) -> dict[str, tuple[str, str]]:
     return accounts
 
 
-@pytest.mark.parametrize("scenario", ["default", "isolated"])
+@pytest.fixture(params=["default", "isolated"])
+def report_user(installed: dict[str, tuple[str, str]], request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The report account's user and its namespace, in either scenario."""
+    namespace, name = installed[request.param]
+    return service_account_user(namespace, name), namespace
+
+
 def test_the_report_account_holds_exactly_what_the_spark_driver_needs(
-    api: ApiServer, installed: dict[str, tuple[str, str]], scenario: str
+    api: ApiServer, report_user: tuple[str, str]
 ) -> None:
-    namespace, name = installed[scenario]
-    user = service_account_user(namespace, name)
+    user, namespace = report_user
     assert granted(api, user, namespace) == set(SPARK_DRIVER_RULES)
 
 
-@pytest.mark.parametrize("scenario", ["default", "isolated"])
 def test_the_report_account_can_do_what_the_driver_does_and_nothing_more(
-    api: ApiServer, installed: dict[str, tuple[str, str]], scenario: str
+    api: ApiServer, report_user: tuple[str, str]
 ) -> None:
-    namespace, name = installed[scenario]
-    user = service_account_user(namespace, name)
+    user, namespace = report_user
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
     for verb, resource in DRIVER_CAN:
         assert api.can(user, groups, verb, resource, namespace), f"cannot {verb} {resource}"

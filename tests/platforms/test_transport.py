@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 import uvloop
 
 from inturn.platforms.transport import HttpTransport, RequestWithdrawn
 from inturn_devtools.waiting import eventually
-from tests.platforms.wire import Conn, Request, chunked, held_back, respond, serve, stop
+from tests.platforms.wire import Answer, Conn, Platform, Request, chunked, held_back, respond, serve, stop
 
 OK = respond(200, b'{"messages":[{"id":"wamid.1"}]}')
 
@@ -19,6 +21,19 @@ OK = respond(200, b'{"messages":[{"id":"wamid.1"}]}')
 async def _ok(_request: Request, conn: Conn) -> bool:
     await conn.write(OK)
     return True
+
+
+@asynccontextmanager
+async def wired(answer: Answer, *, limit: int, timeout_s: float) -> AsyncIterator[tuple[Platform, HttpTransport]]:
+    """A scripted platform answering with ``answer`` and a transport to it; the transport closed, then the platform
+    stopped, when the block ends."""
+    platform = await serve(answer)
+    transport = HttpTransport(limit=limit, timeout_s=timeout_s)
+    try:
+        yield platform, transport
+    finally:
+        await transport.close()
+        await stop(platform)
 
 
 async def test_a_content_length_answer_and_a_chunked_one_arrive_whole() -> None:
@@ -29,14 +44,9 @@ async def test_a_content_length_answer_and_a_chunked_one_arrive_whole() -> None:
             await conn.write(respond(201, b"created", "Retry-After: 3"))
         return True
 
-    platform = await serve(answer)
-    transport = HttpTransport(limit=4, timeout_s=5)
-    try:
+    async with wired(answer, limit=4, timeout_s=5) as (platform, transport):
         plain = await transport.request(platform.url + "/v1/messages?x=1", {"A": "b"}, b"plain")
         split = await transport.request(platform.url + "/v1/messages", {}, b"chunked")
-    finally:
-        await transport.close()
-        await stop(platform)
     assert (plain.status, plain.body, plain.retry_after) == (201, b"created", "3")
     assert (split.status, split.body, split.retry_after) == (200, b'{"a": "b"}', None)
     head = platform.requests[0].head
@@ -48,13 +58,8 @@ async def test_a_content_length_answer_and_a_chunked_one_arrive_whole() -> None:
 
 
 async def test_never_more_connections_than_the_limit_and_the_line_is_served_in_order() -> None:
-    platform = await serve(_ok)
-    transport = HttpTransport(limit=3, timeout_s=5)
-    try:
+    async with wired(_ok, limit=3, timeout_s=5) as (platform, transport):
         answers = await asyncio.gather(*(transport.request(platform.url, {}, b"%d" % i) for i in range(40)))
-    finally:
-        await transport.close()
-        await stop(platform)
     assert all(a.status == 200 for a in answers)
     assert platform.most_open <= 3
     assert platform.accepted == 3
@@ -70,40 +75,29 @@ async def test_a_request_waiting_in_line_is_stamped_when_it_is_written_not_when_
         await conn.write(OK)
         return True
 
-    platform = await serve(slow)
-    transport = HttpTransport(limit=1, timeout_s=0.5)  # each waits up to 0.6 s in line: not counted
-    try:
+    # Each waits up to 0.6 s in line: not counted.
+    async with wired(slow, limit=1, timeout_s=0.5) as (platform, transport):
         answers = await asyncio.gather(*(transport.request(platform.url, {}, b"x") for _ in range(4)))
-    finally:
-        await transport.close()
-        await stop(platform)
     stamps = [a.sent_at_ms for a in answers]
     assert all(later - earlier >= 190 for earlier, later in itertools.pairwise(stamps))
 
 
 async def test_a_cancelled_request_in_line_gives_its_place_to_the_next() -> None:
     release = asyncio.Event()
-    platform = await serve(held_back(b"first", release, OK))
-    transport = HttpTransport(limit=1, timeout_s=5)
-    try:
+    async with wired(held_back(b"first", release, OK), limit=1, timeout_s=5) as (platform, transport):
         first = transport.request(platform.url, {}, b"first")
         dropped = transport.request(platform.url, {}, b"dropped")
         last = transport.request(platform.url, {}, b"last")
         dropped.cancel()
         release.set()
         await asyncio.gather(first, last)
-    finally:
-        await transport.close()
-        await stop(platform)
     assert [r.body for r in platform.requests] == [b"first", b"last"]
 
 
 async def test_a_request_whose_gate_closed_while_in_line_is_withdrawn_unwritten() -> None:
     release = asyncio.Event()
-    platform = await serve(held_back(b"first", release, OK))
-    transport = HttpTransport(limit=1, timeout_s=5)
     owned = {"withdrawn": True, "kept": True}
-    try:
+    async with wired(held_back(b"first", release, OK), limit=1, timeout_s=5) as (platform, transport):
         first = transport.request(platform.url, {}, b"first")
         withdrawn = transport.request(platform.url, {}, b"withdrawn", gate=lambda: owned["withdrawn"])
         kept = transport.request(platform.url, {}, b"kept", gate=lambda: owned["kept"])
@@ -112,25 +106,17 @@ async def test_a_request_whose_gate_closed_while_in_line_is_withdrawn_unwritten(
         await asyncio.gather(first, kept)
         with pytest.raises(RequestWithdrawn):
             await withdrawn
-    finally:
-        await transport.close()
-        await stop(platform)
     assert [r.body for r in platform.requests] == [b"first", b"kept"]
 
 
 async def test_a_request_whose_gate_closed_while_its_connection_opened_is_withdrawn_unwritten() -> None:
-    platform = await serve(_ok)
-    transport = HttpTransport(limit=2, timeout_s=5)
     owned = True
-    try:
+    async with wired(_ok, limit=2, timeout_s=5) as (platform, transport):
         withdrawn = transport.request(platform.url, {}, b"withdrawn", gate=lambda: owned)
         owned = False  # before the new connection is open: nothing has been written yet
         with pytest.raises(RequestWithdrawn):
             await withdrawn
         assert (await transport.request(platform.url, {}, b"next")).status == 200
-    finally:
-        await transport.close()
-        await stop(platform)
     assert [r.body for r in platform.requests] == [b"next"]
 
 
@@ -139,15 +125,10 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
         await conn.write(OK)  # keep-alive by default, then the server drops it as idle
         return False
 
-    platform = await serve(close_after)
-    transport = HttpTransport(limit=2, timeout_s=5)
-    try:
+    async with wired(close_after, limit=2, timeout_s=5) as (platform, transport):
         await transport.request(platform.url, {}, b"one")
         await eventually(lambda: transport.connections == 0, 5, "every connection closed")
         second = await transport.request(platform.url, {}, b"two")
-    finally:
-        await transport.close()
-        await stop(platform)
     assert second.status == 200
     assert [r.connection for r in platform.requests] == [0, 1]
 
@@ -157,14 +138,9 @@ async def test_connection_close_in_the_answer_ends_the_connection() -> None:
         await conn.write(respond(200, b"{}", "Connection: close"))
         return True  # the server would go on; the client must not
 
-    platform = await serve(close_said)
-    transport = HttpTransport(limit=1, timeout_s=5)
-    try:
+    async with wired(close_said, limit=1, timeout_s=5) as (platform, transport):
         for _ in range(3):
             assert (await transport.request(platform.url, {}, b"x")).status == 200
-    finally:
-        await transport.close()
-        await stop(platform)
     assert [r.connection for r in platform.requests] == [0, 1, 2]
 
 
@@ -192,15 +168,10 @@ async def test_a_connection_broken_mid_request_fails_the_request_and_the_next_on
         await conn.write(OK)
         return True
 
-    platform = await serve(answer)
-    transport = HttpTransport(limit=1, timeout_s=5)
-    try:
+    async with wired(answer, limit=1, timeout_s=5) as (platform, transport):
         with pytest.raises(ConnectionError, match=reason):
             await transport.request(platform.url, {}, b"doomed")
         after = await transport.request(platform.url, {}, b"after")
-    finally:
-        await transport.close()
-        await stop(platform)
     assert after.status == 200
     assert transport.connections == 0
 
@@ -212,15 +183,10 @@ async def test_an_answer_slower_than_the_timeout_fails_and_frees_the_connection(
         await conn.write(OK)
         return True
 
-    platform = await serve(silent)
-    transport = HttpTransport(limit=1, timeout_s=0.2)
-    try:
+    async with wired(silent, limit=1, timeout_s=0.2) as (platform, transport):
         with pytest.raises(TimeoutError, match=r"no complete answer within 0\.2 s"):
             await transport.request(platform.url, {}, b"slow")
         after = await transport.request(platform.url, {}, b"after")
-    finally:
-        await transport.close()
-        await stop(platform)
     assert after.status == 200
     assert [r.connection for r in platform.requests] == [0, 1]  # the late answer's connection was dropped
 
@@ -237,17 +203,12 @@ async def test_a_timeout_counts_from_its_own_request_not_the_connections_earlier
         await conn.write(OK)
         return True
 
-    platform = await serve(answer)
-    transport = HttpTransport(limit=1, timeout_s=0.4)
-    try:
+    async with wired(answer, limit=1, timeout_s=0.4) as (platform, transport):
         first = await transport.request(platform.url, {}, b"first")
         await asyncio.sleep(0.2)
         second = await transport.request(platform.url, {}, b"second")
         with pytest.raises(TimeoutError):
             await transport.request(platform.url, {}, b"silent")  # the timer still times out one past due
-    finally:
-        await transport.close()
-        await stop(platform)
     assert (first.status, second.status) == (200, 200)
     assert platform.accepted == 1  # all three were written on the one kept-alive connection
 
@@ -299,13 +260,8 @@ def test_under_uvloop_a_burst_of_new_connections_serves_every_request() -> None:
     ordering, which the transport handles by taking the connection as made when the connect returns.)"""
 
     async def burst() -> None:
-        platform = await serve(_ok)
-        transport = HttpTransport(limit=50, timeout_s=10)
-        try:
+        async with wired(_ok, limit=50, timeout_s=10) as (platform, transport):
             answers = await asyncio.gather(*(transport.request(platform.url, {}, b"%d" % i) for i in range(300)))
-        finally:
-            await transport.close()
-            await stop(platform)
         assert [a.status for a in answers] == [200] * 300
         assert platform.accepted == 50
 

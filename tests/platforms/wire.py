@@ -8,7 +8,6 @@ silent.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import ipaddress
 import ssl
 from collections.abc import Awaitable, Callable
@@ -17,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+
+from tests.support.certs import certificate, common_name, private_pem
 
 
 @dataclass
@@ -145,40 +145,19 @@ async def stop(platform: Platform) -> None:
 def certificate_authority(directory: Path) -> tuple[Path, ssl.SSLContext]:
     """A new CA (its certificate written to ``directory/ca.pem``) and a server context with a certificate it
     signed for 127.0.0.1."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "inturn test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_key, ca_name = ec.generate_private_key(ec.SECP256R1()), common_name("inturn test CA")
+    authority = [
+        (x509.BasicConstraints(ca=True, path_length=None), True),
+        (x509.KeyUsage(True, False, False, False, False, True, True, False, False), True),
+    ]
+    ca = certificate(ca_name, ca_key, extensions=authority)
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    loopback = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    cert = certificate(common_name("127.0.0.1"), key, issuer=(ca_name, ca_key), extensions=[(loopback, False)])
     ca_path = directory / "ca.pem"
     ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     chain = directory / "server.pem"
-    chain.write_bytes(
-        cert.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    chain.write_bytes(cert.public_bytes(serialization.Encoding.PEM) + private_pem(key))
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(chain)
     return ca_path, server

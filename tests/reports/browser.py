@@ -42,6 +42,12 @@ def rendered_dom(page: Path) -> str:
     return chromium("--dump-dom", page.resolve().as_uri()).stdout
 
 
+def rendered_page(page: Path, screenshot: Path) -> str:
+    """``rendered_dom`` of ``page``, once its screenshot (into ``screenshot``) showed a page."""
+    assert screenshot_is_a_page(page, screenshot), f"{page} renders as a blank page"
+    return rendered_dom(page)
+
+
 def bars(rendered: str, chart: str) -> list[dict[str, Any]]:
     """Every bar of the chart ``chart`` in a rendered DOM: series, category and value."""
     svg = re.search(rf'<svg[^>]*data-chart="{chart}".*?</svg>', rendered, re.S)

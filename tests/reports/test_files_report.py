@@ -20,7 +20,7 @@ from inturn_reports.load import RUNS
 from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import join, local_path
 from tests.reports import fixture, oracle
-from tests.reports.browser import HAS_CHROMIUM, bars, rendered_dom, screenshot_is_a_page
+from tests.reports.browser import HAS_CHROMIUM, bars, rendered_page
 from tests.reports.generator import generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.postgres]
@@ -119,9 +119,7 @@ def test_summary_and_worst_rooms_reach_postgresql_over_jdbc(files_report: FilesR
 def test_the_html_report_renders_in_headless_chromium_with_its_charts(
     files_report: FilesReport, tmp_path: Path
 ) -> None:
-    html = Path(str(local_path(files_report.run.html)))
-    assert screenshot_is_a_page(html, tmp_path / "report.png")
-    dom = rendered_dom(html)
+    dom = rendered_page(Path(str(local_path(files_report.run.html))), tmp_path / "report.png")
     for chart in ("latency", "ordering", "outcomes"):
         assert any(b["value"] > 0 for b in bars(dom, chart)), chart
     # The ordering chart shows the hand-checked rooms' rates (in %): fx-whatsapp/ack 2 of 4 pairs, fx-instagram 1 of 1.

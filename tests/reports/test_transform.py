@@ -9,17 +9,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from inturn.schemas import Ack, AckStatus, Event, EventType, OrderingMode
-from inturn_reports.transform import (
-    CountedRows,
-    ReportParams,
-    latency_histogram,
-    platforms,
-    room_pass,
-    split,
-    summary,
-    timeline,
-    worst_rooms,
-)
+from inturn_reports import transform
+from inturn_reports.transform import CountedRows, ReportParams
 from inturn_reports.transform.facts import room_rows
 from tests.reports import fixture, oracle
 from tests.reports.conftest import acks_frame, assert_same_rows, events_frame
@@ -36,7 +27,7 @@ Tables = tuple[pa.Table, CountedRows]
 
 def _tables(spark: SparkSession, events: list[Event], acks: list[Ack], params: ReportParams) -> Tables:
     """The rooms table and the counts, as the job brings them to the driver."""
-    return split(room_pass(events_frame(spark, events), acks_frame(spark, acks), params).toArrow())
+    return transform.split(transform.room_pass(events_frame(spark, events), acks_frame(spark, acks), params).toArrow())
 
 
 @pytest.fixture(scope="module", params=["with dispatched events", "terminal events only"])
@@ -66,7 +57,7 @@ def test_the_generated_set_meets_every_outcome(generated: dict[str, Any]) -> Non
 
 
 def test_summary_counts_rates_and_percentiles_match_the_oracle(spark: SparkSession, generated: dict[str, Any]) -> None:
-    actual = summary(generated["counts"])
+    actual = transform.summary(generated["counts"])
     assert_same_rows(actual, oracle.summary(generated["msgs"]))
 
 
@@ -78,7 +69,7 @@ def test_rooms_table_matches_the_oracle(spark: SparkSession, generated: dict[str
 
 def test_worst_rooms_are_the_oracles_top_n_per_day_and_measure(generated: dict[str, Any]) -> None:
     params = generated["params"]
-    actual = worst_rooms(generated["rooms"], params.top_n)
+    actual = transform.worst_rooms(generated["rooms"], params.top_n)
     expected = oracle.worst_rooms(oracle.rooms(generated["msgs"]), params.top_n)
     assert len(expected) > 10
     assert_same_rows(actual, expected)
@@ -87,20 +78,21 @@ def test_worst_rooms_are_the_oracles_top_n_per_day_and_measure(generated: dict[s
 def test_timeline_and_latency_histogram_match_the_oracle(generated: dict[str, Any]) -> None:
     params = generated["params"]
     counts = generated["counts"]
-    assert_same_rows(timeline(counts), oracle.timeline(generated["msgs"], params.timeline_bucket_ms))
-    assert_same_rows(latency_histogram(counts), oracle.latency_histogram(generated["msgs"]))
+    assert_same_rows(transform.timeline(counts), oracle.timeline(generated["msgs"], params.timeline_bucket_ms))
+    assert_same_rows(transform.latency_histogram(counts), oracle.latency_histogram(generated["msgs"]))
 
 
 def test_platforms_table_matches_the_oracle(generated: dict[str, Any]) -> None:
-    actual = platforms(generated["counts"])
+    actual = transform.platforms(generated["counts"])
     assert_same_rows(actual, oracle.platforms(generated["msgs"]))
 
 
 def test_no_events_gives_empty_tables(spark: SparkSession) -> None:
     params = ReportParams(from_ms=0, to_ms=1)
     rooms, counts = _tables(spark, [], [], params)
-    assert summary(counts).num_rows == timeline(counts).num_rows == platforms(counts).num_rows == 0
-    assert rooms.num_rows == worst_rooms(rooms, params.top_n).num_rows == 0
+    for table in (transform.summary(counts), transform.timeline(counts), transform.platforms(counts)):
+        assert table.num_rows == 0
+    assert rooms.num_rows == transform.worst_rooms(rooms, params.top_n).num_rows == 0
 
 
 def test_hand_checked_rooms_give_the_out_of_order_rates_worked_out_by_hand(spark: SparkSession) -> None:
@@ -114,7 +106,7 @@ def test_hand_checked_rooms_give_the_out_of_order_rates_worked_out_by_hand(spark
     group_cols = ["platform", "mode", "messages", "pairs", "inverted", "out_of_order_rate", "ack_timeouts",
                   "late_acks", "no_device_ts", "dispatch_violations"]  # fmt: skip
     expected_groups = [dict(zip(group_cols, (*key, *vals), strict=True)) for key, vals in fixture.GROUPS.items()]
-    assert_same_rows(summary(counts), expected_groups, group_cols)
+    assert_same_rows(transform.summary(counts), expected_groups, group_cols)
 
 
 def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platforms_acked_event_is_not(
@@ -134,7 +126,7 @@ def test_a_synchronous_platforms_answer_is_the_first_ack_and_a_callback_platform
     events = [acked("tg-room", "telegram", "answered"), acked("wa-room", "whatsapp", None)]
     params = ReportParams(from_ms=START, to_ms=START + 10_000)
     rooms, counts = _tables(spark, events, [], params)
-    got = {r["platform"]: (r["acked"], r["ack_p50_ms"], r["e2e_p50_ms"]) for r in summary(counts).to_pylist()}
+    got = {r["platform"]: (r["acked"], r["ack_p50_ms"], r["e2e_p50_ms"]) for r in transform.summary(counts).to_pylist()}
     assert got == {"telegram": (1, 240.0, 340.0), "whatsapp": (1, None, None)}
     assert {r["room_id"]: r["e2e_p95_ms"] for r in rooms.to_pylist()} == {"tg-room": 340.0, "wa-room": None}
 
@@ -165,7 +157,7 @@ def test_an_ack_known_by_platform_message_id_counts_only_for_a_message_of_its_ow
     # from creation at START); both messages reached the device. Room C has no message: its ack counts nowhere.
     got = {r["room_id"]: r["e2e_p95_ms"] for r in rooms.to_pylist()}
     assert got == {"room-a": 405.0, "room-b": 905.0}
-    assert [(r["delivered"], r["no_device_ts"]) for r in summary(counts).to_pylist()] == [(2, 0)]
+    assert [(r["delivered"], r["no_device_ts"]) for r in transform.summary(counts).to_pylist()] == [(2, 0)]
 
 
 def test_a_message_reaching_the_device_at_the_same_moment_as_the_one_before_is_not_inverted(

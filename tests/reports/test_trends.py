@@ -16,7 +16,7 @@ from inturn_reports.load import read_table
 from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import ObjectStore, local_path
 from tests.reports import oracle
-from tests.reports.browser import HAS_CHROMIUM, bars, rendered_dom, screenshot_is_a_page, table_rows
+from tests.reports.browser import HAS_CHROMIUM, bars, rendered_page, table_rows
 from tests.reports.generator import Stream, generate
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # four whole runs of the job
@@ -78,9 +78,7 @@ def test_each_nights_platform_figures_are_written_and_match_the_oracle(spark: Sp
 def test_the_page_charts_the_last_three_nights_per_platform_and_their_worst_rooms(
     nights: Nights, tmp_path: Path
 ) -> None:
-    html = Path(str(local_path(nights.last_run.html)))
-    assert screenshot_is_a_page(html, tmp_path / "trends.png")
-    dom = rendered_dom(html)
+    dom = rendered_page(Path(str(local_path(nights.last_run.html))), tmp_path / "trends.png")
     covered = sorted(nights.msgs)[1:]
     charts = ("out-of-order", "ack-timeouts", "delivered", "e2e-p99")
     want: dict[str, dict[tuple[str, str], float]] = {chart: {} for chart in charts}

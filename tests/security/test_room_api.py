@@ -12,7 +12,8 @@ import pytest
 from inturn.settings import KafkaSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.app import Worker
-from tests.worker.harness import ScriptedPlatform, message, produce, running_worker, worker_settings
+from tests.support.messages import text_message
+from tests.worker.harness import ScriptedPlatform, produce, running_worker, worker_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -52,7 +53,7 @@ async def test_the_room_api_answers_only_the_bearer_of_the_token(
         worker_room_api_token=TOKEN,
         worker_ack_timeout_ms=60_000,
     )
-    produce(inturn_topics, [message("R", "r0")])
+    produce(inturn_topics, [text_message("R", "r0")])
     try:
         async with running_worker(settings) as worker:
             port = await internal_port(worker)

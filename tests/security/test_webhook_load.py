@@ -80,36 +80,28 @@ def _head(headers: dict[str, str]) -> bytes:
 async def _sender(port: int, done: asyncio.Event, signature: str, counts: Counter[str]) -> None:
     """Send 1 MB bodies under ``signature`` back to back until the attack is over (``done``); count the answers."""
     head = _head({"X-Hub-Signature-256": signature, "Content-Length": str(BODY), "Content-Type": "application/json"})
-    body = b"x" * BODY
-    while not done.is_set():
-        writer = None
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(head)
-            writer.write(body)
-            answer = await _until(reader.read(256), done)
-            counts[f"sender_{status_of(answer)}"] += 1
-        except (OSError, TimeoutError):
-            counts["sender_closed"] += 1
-            await asyncio.sleep(0.05)
-        finally:
-            if writer is not None:
-                writer.close()
+    await _again(port, done, head + b"x" * BODY, "sender", 0.05, counts)
 
 
 async def _slow(port: int, done: asyncio.Event, opening: bytes, start_in: float, counts: Counter[str]) -> None:
     """Send ``opening`` and nothing more until the server closes; again, until the attack is over."""
     await asyncio.sleep(start_in)
+    await _again(port, done, opening, "slow", 0.2, counts)
+
+
+async def _again(port: int, done: asyncio.Event, data: bytes, kind: str, pause_s: float, counts: Counter[str]) -> None:
+    """Connect, send ``data`` and count the answer as ``<kind>_<status>`` (``<kind>_closed`` when the connection
+    fails or closes first, then wait ``pause_s``), over and over until the attack is over (``done``)."""
     while not done.is_set():
         writer = None
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(opening)
+            writer.write(data)
             answer = await _until(reader.read(256), done)
-            counts[f"slow_{status_of(answer)}"] += 1
+            counts[f"{kind}_{status_of(answer)}"] += 1
         except (OSError, TimeoutError):
-            counts["slow_closed"] += 1
-            await asyncio.sleep(0.2)
+            counts[f"{kind}_closed"] += 1
+            await asyncio.sleep(pause_s)
         finally:
             if writer is not None:
                 writer.close()

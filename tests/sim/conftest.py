@@ -12,7 +12,7 @@ from aiohttp import web
 from inturn.settings.sim import SimSettings
 from tests.support.receiver import serving
 
-from .support import APP_SECRET, TOKEN, Hook
+from .support import Hook, quick_settings
 
 
 @pytest.fixture
@@ -31,18 +31,7 @@ def sim_settings(hook: Hook) -> Callable[..., SimSettings]:
     """Settings for a simulator calling ``hook`` back; keyword arguments override (without ``sim_``)."""
 
     def make(**knobs: Any) -> SimSettings:
-        values: dict[str, Any] = {
-            "webhook_url": hook.url,
-            "app_secret": APP_SECRET,
-            "access_token": TOKEN,
-            "latency_median_ms": 10,
-            "latency_p99_ms": 10,
-            "delivered_delay_ms": 5,
-            "rate_limit_per_s": 0,
-            "callback_backoff_ms": 10,
-        }
-        values.update(knobs)
-        return SimSettings(**{f"sim_{name}": value for name, value in values.items()})
+        return quick_settings(**{"webhook_url": hook.url, "delivered_delay_ms": 5, **knobs})
 
     return make
 

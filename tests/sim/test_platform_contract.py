@@ -18,7 +18,6 @@ from inturn.platforms import (
     watermark_covers,
 )
 from inturn.schemas import Message, now_ms
-from inturn.settings.sim import SimSettings
 from inturn.settings.worker import PlatformSettings
 from inturn_devtools.waiting import eventually
 from inturn_sim.run import running_sim
@@ -26,21 +25,21 @@ from inturn_webhook.platforms import form_params, parse_messenger, parse_twilio,
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import verify
 from inturn_webhook.statuses import Status
+from tests.sim.support import MetaAndTwilioHooks
 from tests.support.messages import text_message
-from tests.support.receiver import serving
 
 SECRET, TOKEN, TWILIO_TOKEN = "contract-secret", "contract-token", "contract-twilio"
 
 
-class Webhook:
+class Webhook(MetaAndTwilioHooks):
     """The webhook's pure functions behind two bare routes (the real routes are the webhook service's)."""
 
     def __init__(self) -> None:
+        super().__init__(SECRET, TOKEN, TWILIO_TOKEN, delivered_delay_ms=80)
         self.statuses: list[Status] = []
         self.refused = 0
-        self.base = ""
 
-    async def meta(self, request: web.Request) -> web.Response:
+    async def meta_hook(self, request: web.Request) -> web.Response:
         body = await request.read()
         verify(request.headers.get("X-Hub-Signature-256"), body, [SECRET.encode()])
         rooms = RoomResolver("room-of-{recipient}")
@@ -52,7 +51,7 @@ class Webhook:
         self.statuses.extend(callback.statuses)
         return web.Response(text="ok")
 
-    async def twilio(self, request: web.Request) -> web.Response:
+    async def twilio_hook(self, request: web.Request) -> web.Response:
         body = await request.read()
         url = public_url(request.raw_path, scheme=request.scheme, host=request.host)
         params = form_params(body)
@@ -63,29 +62,9 @@ class Webhook:
 
 @pytest.fixture
 async def webhook() -> AsyncIterator[Webhook]:
-    hook = Webhook()
-    app = web.Application()
-    app.router.add_post("/webhooks/meta", hook.meta)
-    app.router.add_post("/webhooks/twilio", hook.twilio)
-    async with serving(app) as base:
-        hook.base = base
-        yield hook
-
-
-def _sim_settings(webhook: Webhook, **knobs: object) -> SimSettings:
-    values: dict[str, object] = {
-        "messenger_webhook_url": f"{webhook.base}/webhooks/meta",
-        "instagram_webhook_url": f"{webhook.base}/webhooks/meta",
-        "app_secret": SECRET,
-        "access_token": TOKEN,
-        "twilio_auth_token": TWILIO_TOKEN,
-        "latency_median_ms": 10,
-        "latency_p99_ms": 10,
-        "delivered_delay_ms": 80,
-        "rate_limit_per_s": 0,
-        **knobs,
-    }
-    return SimSettings.model_validate({f"sim_{name}": value for name, value in values.items()})
+    hooks = Webhook()
+    async with hooks.serving():
+        yield hooks
 
 
 def _platform_settings(sim_url: str, webhook: Webhook) -> PlatformSettings:
@@ -117,7 +96,7 @@ def _message(platform: str, n: int, recipient: str) -> Message:
 
 
 async def test_twilio_statuses_route_to_the_sending_room_and_partition(webhook: Webhook) -> None:
-    async with running_sim(_sim_settings(webhook)) as sim:
+    async with running_sim(webhook.sim_settings()) as sim:
         adapter = TwilioAdapter(_platform_settings(sim.url, webhook), 2, 5.0)
         try:
             result = await adapter.send(adapter.prepare(_message("twilio", 1, "+4917000001"), partition=3))
@@ -132,7 +111,7 @@ async def test_twilio_statuses_route_to_the_sending_room_and_partition(webhook: 
 
 
 async def test_one_messenger_watermark_resolves_three_sends_of_a_room_and_not_a_later_one(webhook: Webhook) -> None:
-    async with running_sim(_sim_settings(webhook, messenger_mids_absent_rate=1.0)) as sim:
+    async with running_sim(webhook.sim_settings(messenger_mids_absent_rate=1.0)) as sim:
         adapter = MessengerAdapter(_platform_settings(sim.url, webhook), 2, 5.0)
         try:
             results = [await adapter.send(adapter.prepare(_message("messenger", n, "6543210"))) for n in range(3)]
@@ -148,7 +127,7 @@ async def test_one_messenger_watermark_resolves_three_sends_of_a_room_and_not_a_
 
 
 async def test_synchronous_platforms_answer_with_the_message_id(webhook: Webhook) -> None:
-    async with running_sim(_sim_settings(webhook, read_rate=1.0, read_delay_ms=5)) as sim:
+    async with running_sim(webhook.sim_settings(read_rate=1.0, read_delay_ms=5)) as sim:
         settings = _platform_settings(sim.url, webhook)
         results: list[SendResult] = []
         for cls, recipient in ((TelegramAdapter, "777"), (InstagramAdapter, "IGSID")):

@@ -19,29 +19,27 @@ from aiohttp import web
 from inturn.platforms.base import CALLBACK_HEADER
 from inturn.platforms.twilio import status_callback_url
 from inturn.schemas import encode_callback_data, now_ms
-from inturn.settings.sim import SimSettings
 from inturn_devtools.waiting import eventually
 from inturn_sim.run import RunningSim, running_sim
-from tests.support.receiver import serving
+from tests.sim.support import MetaAndTwilioHooks, meta_signed
 
 SECRET, TOKEN, TWILIO_TOKEN = "test-app-secret", "test-token", "twilio-token"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
-class Receiver:
+class Receiver(MetaAndTwilioHooks):
     """Takes every callback, checking Meta's or Twilio's signature independently of the simulator's code."""
 
     def __init__(self) -> None:
+        super().__init__(SECRET, TOKEN, TWILIO_TOKEN, delivered_delay_ms=30)
         self.meta: list[dict[str, Any]] = []  # bodies of object page / instagram
         self.meta_at: list[int] = []  # when each arrived (ms)
         self.twilio: list[tuple[str, dict[str, str]]] = []  # (URL called, form)
         self.bad_signatures = 0
-        self.base = ""
 
     async def meta_hook(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        expected = "sha256=" + hmac.new(SECRET.encode(), raw, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(request.headers.get("X-Hub-Signature-256", ""), expected):
+        if not meta_signed(request, raw, SECRET):
             self.bad_signatures += 1
             return web.Response(status=401)
         self.meta.append(orjson.loads(raw))
@@ -66,29 +64,8 @@ class Receiver:
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     hooks = Receiver()
-    app = web.Application()
-    app.router.add_post("/webhooks/meta", hooks.meta_hook)
-    app.router.add_post("/webhooks/twilio", hooks.twilio_hook)
-    async with serving(app) as base:
-        hooks.base = base
+    async with hooks.serving():
         yield hooks
-
-
-def _settings(receiver: Receiver, **knobs: Any) -> SimSettings:
-    values: dict[str, Any] = {
-        "messenger_webhook_url": f"{receiver.base}/webhooks/meta",
-        "instagram_webhook_url": f"{receiver.base}/webhooks/meta",
-        "app_secret": SECRET,
-        "access_token": TOKEN,
-        "twilio_auth_token": TWILIO_TOKEN,
-        "latency_median_ms": 10,
-        "latency_p99_ms": 10,
-        "delivered_delay_ms": 30,
-        "rate_limit_per_s": 0,
-        "callback_backoff_ms": 10,
-        **knobs,
-    }
-    return SimSettings(**{f"sim_{name}": value for name, value in values.items()})
 
 
 async def _post(
@@ -113,7 +90,10 @@ def _routing(n: int) -> dict[str, str]:
 
 
 async def test_one_messenger_delivery_watermark_covers_several_messages_of_a_recipient(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver, messenger_mids_absent_rate=0)) as sim, aiohttp.ClientSession() as client:
+    async with (
+        running_sim(receiver.sim_settings(messenger_mids_absent_rate=0)) as sim,
+        aiohttp.ClientSession() as client,
+    ):
         url = f"{sim.url}/messenger/v21.0/1122334455/messages"
         answers = [await _post(client, url, _routing(n), json=_messenger_send(n)) for n in range(3)]
         assert [status for status, _ in answers] == [200, 200, 200]
@@ -134,7 +114,7 @@ async def test_one_messenger_delivery_watermark_covers_several_messages_of_a_rec
 
 
 async def test_a_messenger_watermark_never_passes_a_message_still_on_its_way(receiver: Receiver) -> None:
-    settings = _settings(receiver, messenger_mids_absent_rate=1, latency_median_ms=10, latency_p99_ms=600)
+    settings = receiver.sim_settings(messenger_mids_absent_rate=1, latency_median_ms=10, latency_p99_ms=600)
     async with running_sim(settings) as sim, aiohttp.ClientSession() as client:
         url = f"{sim.url}/messenger/v21.0/me/messages"
         for n in range(20):
@@ -158,7 +138,7 @@ async def test_a_messenger_watermark_never_passes_a_message_still_on_its_way(rec
 
 async def test_instagram_answers_with_the_message_id_and_calls_back_only_reads(receiver: Receiver) -> None:
     async with (
-        running_sim(_settings(receiver, read_rate=1.0, read_delay_ms=5)) as sim,
+        running_sim(receiver.sim_settings(read_rate=1.0, read_delay_ms=5)) as sim,
         aiohttp.ClientSession() as client,
     ):
         url = f"{sim.url}/instagram/v21.0/17841400000000000/messages"
@@ -178,7 +158,7 @@ async def test_instagram_answers_with_the_message_id_and_calls_back_only_reads(r
 
 
 async def test_a_send_api_body_without_a_recipient_or_a_wrong_token_is_refused(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings()) as sim, aiohttp.ClientSession() as client:
         url = f"{sim.url}/messenger/v21.0/me/messages"
         status, answer = await _post(client, url, BEARER, json={"message": {"text": "x"}})
         assert (status, answer["error"]["code"]) == (400, 100)
@@ -193,7 +173,7 @@ def _twilio_auth(password: str = TWILIO_TOKEN) -> dict[str, str]:
 
 async def test_twilio_calls_back_sent_delivered_read_signed_over_the_status_callback_url(receiver: Receiver) -> None:
     async with (
-        running_sim(_settings(receiver, read_rate=1.0, read_delay_ms=5)) as sim,
+        running_sim(receiver.sim_settings(read_rate=1.0, read_delay_ms=5)) as sim,
         aiohttp.ClientSession() as client,
     ):
         callback = status_callback_url(f"{receiver.base}/webhooks/twilio", "room-1", "m0", 4)
@@ -217,7 +197,7 @@ async def test_twilio_calls_back_sent_delivered_read_signed_over_the_status_call
 
 
 async def test_a_twilio_messaging_service_message_is_called_back_queued_first(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings()) as sim, aiohttp.ClientSession() as client:
         callback = f"{receiver.base}/webhooks/twilio?x=1"
         form = {"To": "+4917000001", "MessagingServiceSid": "MG1", "Body": "hi", "StatusCallback": callback}
         url = f"{sim.url}/twilio/2010-04-01/Accounts/AC1/Messages.json"
@@ -228,7 +208,7 @@ async def test_a_twilio_messaging_service_message_is_called_back_queued_first(re
 
 
 async def test_twilio_refuses_a_wrong_password_and_a_form_without_a_sender(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings()) as sim, aiohttp.ClientSession() as client:
         url = f"{sim.url}/twilio/2010-04-01/Accounts/AC1/Messages.json"
         status, answer = await _post(client, url, _twilio_auth("wrong"), data={"To": "+1", "From": "+2", "Body": "x"})
         assert (status, answer["code"]) == (401, 20003)
@@ -237,7 +217,7 @@ async def test_twilio_refuses_a_wrong_password_and_a_form_without_a_sender(recei
 
 
 async def test_a_failed_twilio_message_is_called_back_undelivered_with_its_error_code(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver, failed_rate=1.0)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings(failed_rate=1.0)) as sim, aiohttp.ClientSession() as client:
         form = {"To": "+1", "From": "+2", "Body": "x", "StatusCallback": f"{receiver.base}/webhooks/twilio"}
         url = f"{sim.url}/twilio/2010-04-01/Accounts/AC1/Messages.json"
         assert (await _post(client, url, _twilio_auth(), data=form))[0] == 201
@@ -247,7 +227,7 @@ async def test_a_failed_twilio_message_is_called_back_undelivered_with_its_error
 
 
 async def test_telegram_answers_ok_with_per_chat_message_ids_and_calls_nothing_back(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings()) as sim, aiohttp.ClientSession() as client:
         url = f"{sim.url}/telegram/bot{TOKEN}/sendMessage"
         answers = []
         for n, chat in enumerate([111, 111, -100222]):
@@ -270,7 +250,7 @@ async def test_telegram_answers_ok_with_per_chat_message_ids_and_calls_nothing_b
 
 
 async def test_telegram_flood_control_answers_429_with_retry_after_and_a_bad_token_401(receiver: Receiver) -> None:
-    async with running_sim(_settings(receiver)) as sim, aiohttp.ClientSession() as client:
+    async with running_sim(receiver.sim_settings()) as sim, aiohttp.ClientSession() as client:
         async with client.post(f"{sim.url}/_sim/faults", json={"status": 429, "count": 1, "retry_after": 3}) as r:
             assert r.status == 200
         url = f"{sim.url}/telegram/bot{TOKEN}/sendMessage"

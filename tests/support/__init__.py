@@ -1,2 +1,3 @@
 """What several test packages need, in one place: message builders (``messages``), an aiohttp receiver on a free
-loopback port found through aiohttp's public API (``receiver``), and a topic reader (``topics``)."""
+loopback port found through aiohttp's public API (``receiver``), a topic reader (``topics``), certificates made in
+a test (``certs``), a TCP proxy that can blackhole a path (``proxy``) and a Pub/Sub push subscription (``pubsub``)."""

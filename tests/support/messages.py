@@ -1,10 +1,10 @@
-"""Messages as a producer would hand them to inturn."""
+"""Messages as a producer would hand them to inturn, and acks as the webhook would publish them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from inturn.schemas import Message, now_ms
+from inturn.schemas import Ack, AckStatus, Message, now_ms
 
 
 def text_message(
@@ -28,3 +28,14 @@ def text_message(
         **fields,
     }
     return Message(**values)
+
+
+def ack(
+    room: str, message_id: str | None, platform_message_id: str, status: AckStatus = AckStatus.SENT, **fields: Any
+) -> Ack:
+    """An ack of ``room``'s message ``message_id`` (None: the platform did not echo it) sent as
+    ``platform_message_id``: a WhatsApp status that happened and was received now; ``fields`` sets any other field
+    of ``Ack`` (platform, platform_ts_ms, received_at_ms, recipient, watermark_ms, ...)."""
+    at = now_ms()
+    values: dict[str, Any] = {"platform": "whatsapp", "platform_ts_ms": at, "received_at_ms": at, **fields}
+    return Ack(room_id=room, message_id=message_id, platform_message_id=platform_message_id, status=status, **values)

@@ -15,7 +15,6 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -33,7 +32,6 @@ from inturn.schemas import (
     decode,
     decode_callback_data,
     encode,
-    now_ms,
 )
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
@@ -42,7 +40,7 @@ from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.app import Worker
 from inturn_worker.events import EventLog
-from tests.support.messages import text_message
+from tests.support.messages import ack as status_of
 from tests.support.topics import read_topic as read_topic  # re-exported for the worker tests
 
 
@@ -126,16 +124,7 @@ class ScriptedPlatform:
         self.receipts.append(Receipt(room_id, message_id, recipient, time.monotonic(), wamid))
         lost = behaviour.withhold or (behaviour.drop_rate > 0 and self._rng.random() < behaviour.drop_rate)
         if not lost:
-            ack = Ack(
-                room_id=room_id,
-                message_id=message_id,
-                platform="whatsapp",
-                platform_message_id=wamid,
-                status=behaviour.status,
-                platform_ts_ms=now_ms(),
-                received_at_ms=now_ms(),
-                recipient=recipient,
-            )
+            ack = status_of(room_id, message_id, wamid, behaviour.status, recipient=recipient)
             copies = 2 if behaviour.duplicate else 1
             if behaviour.early:
                 for _ in range(copies):
@@ -172,11 +161,6 @@ class ScriptedPlatform:
         return dict(rooms)
 
 
-def message(room: str, message_id: str, recipient: str | None = None, **kw: Any) -> Message:
-    """A text message of ``room`` addressed to ``recipient`` (default: the room's name)."""
-    return text_message(room, message_id, recipient=recipient, **kw)
-
-
 def _publish(settings: KafkaSettings, topic: str, records: Sequence[Message | Ack]) -> None:
     """Produce records in list order (key = room), waiting for Kafka."""
     producer = make_producer(settings)
@@ -199,15 +183,7 @@ def produce_raw(settings: KafkaSettings, key: str, value: bytes) -> None:
 
 def ack_of(room_id: str, n: int, status: AckStatus = AckStatus.SENT) -> Ack:
     """A status of message ``<room_id>#<n>``, under platform id ``wamid.<room_id>.<n>``."""
-    return Ack(
-        room_id=room_id,
-        message_id=f"{room_id}#{n}",
-        platform="whatsapp",
-        platform_message_id=f"wamid.{room_id}.{n}",
-        status=status,
-        platform_ts_ms=now_ms(),
-        received_at_ms=now_ms(),
-    )
+    return status_of(room_id, f"{room_id}#{n}", f"wamid.{room_id}.{n}", status)
 
 
 def ack_headers(ack: Ack) -> list[tuple[str, str | bytes | None]]:

@@ -11,6 +11,7 @@ from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter, Routed
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Rooms
+from tests.support.messages import ack
 from tests.worker.test_room_state_machine import Platform, Recorder, rooms_of
 
 
@@ -26,16 +27,8 @@ class Telegram(Platform):
 
 def _watermark(room: str, watermark_ms: int) -> Ack:
     """What the webhook publishes for a Messenger delivery callback without ``mids``."""
-    return Ack(
-        room_id=room,
-        message_id=None,
-        platform="messenger",
-        platform_message_id=f"watermark.{room}.{watermark_ms}",
-        status=AckStatus.DELIVERED,
-        platform_ts_ms=watermark_ms,
-        received_at_ms=now_ms(),
-        watermark_ms=watermark_ms,
-    )
+    pmid, at = f"watermark.{room}.{watermark_ms}", watermark_ms
+    return ack(room, None, pmid, AckStatus.DELIVERED, platform="messenger", platform_ts_ms=at, watermark_ms=at)
 
 
 def _started(platform: Platform, router: AckRouter) -> tuple[Rooms, Partition, Recorder]:

@@ -9,10 +9,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from inturn.platforms import SendResult
-from inturn.schemas import Ack, AckStatus, decode, encode, now_ms
+from inturn.schemas import Ack, AckStatus, decode, encode
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
+from tests.support.messages import ack
 from tests.worker.harness import ack_headers
 from tests.worker.test_room_state_machine import Recorder
 
@@ -47,15 +48,7 @@ class _Record:
 
 
 def _ack(n: int, status: AckStatus, echoed: bool = True) -> Ack:
-    return Ack(
-        room_id="R",
-        message_id=f"R#{n}" if echoed else None,
-        platform="whatsapp",
-        platform_message_id=f"wamid.{n}",
-        status=status,
-        platform_ts_ms=now_ms(),
-        received_at_ms=now_ms(),
-    )
+    return ack("R", f"R#{n}" if echoed else None, f"wamid.{n}", status)
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import pytest
 from inturn.schemas import DeadLetter, EventType, decode
 from inturn.settings import KafkaSettings
 from inturn_devtools.waiting import eventually
+from tests.support.messages import text_message
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
-    message,
     produce,
     produce_raw,
     read_topic,
@@ -31,7 +31,7 @@ async def test_acks_that_arrive_before_the_send_returned_are_matched(
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     platform.behaviour["E"].early = True  # the ack is in Kafka before the send call returns
-    produce(inturn_topics, [message("E", f"e{n}") for n in range(6)])
+    produce(inturn_topics, [text_message("E", f"e{n}") for n in range(6)])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=5000)
     async with running_worker(settings):
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=6))
@@ -43,7 +43,7 @@ async def test_a_late_ack_is_recorded_and_never_releases_the_next_message(
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     platform.behaviour["L"].ack_delay_s = 1.5  # every ack comes after the 1 s timeout
-    produce(inturn_topics, [message("L", f"l{n}") for n in range(3)])
+    produce(inturn_topics, [text_message("L", f"l{n}") for n in range(3)])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=1000)
     async with running_worker(settings):
         evts = await events(inturn_topics, expect_terminal=3)
@@ -66,7 +66,7 @@ async def test_duplicate_acks_are_harmless(
 ) -> None:
     platform.ack_headers = headers
     platform.behaviour["D"].duplicate = True
-    produce(inturn_topics, [message("D", f"d{n}") for n in range(5)])
+    produce(inturn_topics, [text_message("D", f"d{n}") for n in range(5)])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=5))
@@ -79,7 +79,7 @@ async def test_429_with_retry_after_is_honoured_and_5xx_is_retried_until_success
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     platform.behaviour["T"].answers.extend([(429, "1"), (503, None), (500, None)])
-    produce(inturn_topics, [message("T", "t0"), message("T", "t1")])
+    produce(inturn_topics, [text_message("T", "t0"), text_message("T", "t1")])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
         evts = await events(inturn_topics, expect_terminal=2)
@@ -106,7 +106,7 @@ async def test_a_permanent_4xx_goes_to_the_dead_letter_topic_and_the_room_follow
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str, policy: str
 ) -> None:
     platform.behaviour["P"].answers.append((400, None))
-    produce(inturn_topics, [message("P", "p0"), message("P", "p1"), message("Q", "q0")])
+    produce(inturn_topics, [text_message("P", "p0"), text_message("P", "p1"), text_message("Q", "q0")])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_dead_letter_policy=policy)
     async with running_worker(settings):
         expected = 3 if policy == "skip" else 2
@@ -136,7 +136,7 @@ async def test_an_undecodable_message_goes_to_the_dead_letter_topic_and_the_loop
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     produce_raw(inturn_topics, "U", b"\xff not json at all")
-    produce(inturn_topics, [message("U", "u1")])
+    produce(inturn_topics, [text_message("U", "u1")])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
         await events(inturn_topics, expect_terminal=2)
@@ -153,10 +153,10 @@ async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_
 ) -> None:
     """U+0000 in a room id (and in its Kafka key): PostgreSQL's text cannot hold it. Taken as a message, its
     cursor would fail every checkpoint after it and no offset would be committed again."""
-    poison = msgspec.to_builtins(message("N", "n0"))
+    poison = msgspec.to_builtins(text_message("N", "n0"))
     poison["room_id"] = "N\x00ul"
     produce_raw(inturn_topics, "N\x00ul", orjson.dumps(poison))
-    produce(inturn_topics, [message("U", "u1"), message("U", "u2")])
+    produce(inturn_topics, [text_message("U", "u1"), text_message("U", "u2")])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     conn = await asyncpg.connect(pg_schema)
     try:

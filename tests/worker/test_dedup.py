@@ -10,10 +10,10 @@ from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.partition import Partition, holds_digest, message_digest
+from tests.support.messages import text_message
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
-    message,
     produce,
     read_topic,
     running_worker,
@@ -32,14 +32,14 @@ async def test_copies_written_again_at_later_offsets_reach_the_platform_once_als
 
     room = f"D{test_id}"
     first = ids("d1", "d2", "d1", "d3", "d2")  # d1 and d2 written twice, as a bridge does after a crash
-    produce(inturn_topics, [message(room, m) for m in first])
+    produce(inturn_topics, [text_message(room, m) for m in first])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == 3, 30, "d1, d2 and d3 sent")
         await eventually(lambda: _terminal_count(inturn_topics, 5), 30, "five terminal events", blocking=True)
     # A new worker reads the room's recent ids from its cursor in PostgreSQL: a late copy of d3 is still known.
     second = ids("d3", "d4")
-    produce(inturn_topics, [message(room, m) for m in second])
+    produce(inturn_topics, [text_message(room, m) for m in second])
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == 4, 30, "d4 sent")
         evts = await events(inturn_topics, expect_terminal=7)

@@ -9,11 +9,11 @@ import pytest
 from inturn.schemas import TERMINAL_EVENTS, EventType
 from inturn.settings import KafkaSettings
 from inturn_devtools.waiting import eventually
+from tests.support.messages import text_message
 from tests.worker.harness import (
     ScriptedPlatform,
     committed,
     events,
-    message,
     produce,
     running_worker,
     terminal_by_message,
@@ -29,7 +29,7 @@ async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent
     # The queue A7 B3 A6 A5 C5 C4 B2: room order is the order of the queue, whatever the labels say.
     queue = ["A7", "B3", "A6", "A5", "C5", "C4", "B2"]
     platform.behaviour["A"].withhold = True  # room A's acks never come: each of its messages times out
-    produce(inturn_topics, [message(label[0], f"{test_id}-{label}", recipient=label[0]) for label in queue])
+    produce(inturn_topics, [text_message(label[0], f"{test_id}-{label}", recipient=label[0]) for label in queue])
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=2000)
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == len(queue), 30, "every message sent")
@@ -73,7 +73,7 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
     for room in rooms:
         platform.behaviour[room].drop_rate = 0.15
         platform.behaviour[room].ack_delay_s = 0.02
-    produced = [message(room, f"{room}-{n}") for n in range(per_room) for room in rooms]
+    produced = [text_message(room, f"{room}-{n}") for n in range(per_room) for room in rooms]
     produce(inturn_topics, produced)
     group = f"g{test_id}"
     # 2 s: an ack 20 ms after its send must not time out on a loaded machine (each lost one costs its room 2 s).
@@ -98,8 +98,8 @@ async def test_a_room_never_acked_does_not_hold_back_a_thousand_messages_of_othe
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     platform.behaviour["slow"].withhold = True
-    others = [message(f"o{i}", f"o{i}-{n}") for n in range(5) for i in range(200)]
-    produce(inturn_topics, [message("slow", f"slow-{n}") for n in range(3)] + others)
+    others = [text_message(f"o{i}", f"o{i}-{n}") for n in range(5) for i in range(200)]
+    produce(inturn_topics, [text_message("slow", f"slow-{n}") for n in range(3)] + others)
     settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=10_000)
     async with running_worker(settings):
         started = asyncio.get_running_loop().time()

@@ -15,10 +15,10 @@ import pytest
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
 from inturn_worker.limits import BreakerPolicy, CircuitBreaker, TokenBucket, full_jitter_backoff
+from tests.support.messages import text_message
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
-    message,
     produce,
     running_worker,
     terminal_by_message,
@@ -148,7 +148,7 @@ async def test_the_rate_limit_spaces_sends_of_one_account_across_rooms(
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     rooms = [f"R{n}" for n in range(20)]
-    produce(inturn_topics, [message(room, f"{room}-{k}") for k in range(2) for room in rooms])
+    produce(inturn_topics, [text_message(room, f"{room}-{k}") for k in range(2) for room in rooms])
     # The platform's own rate (one second of sends in the bucket), not the default of the other platforms.
     settings = worker_settings(
         inturn_topics,
@@ -179,7 +179,7 @@ async def test_an_open_breaker_holds_the_account_s_sends_and_drops_nothing(
     inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
 ) -> None:
     platform.behaviour["B"].answers.extend([(503, None)] * 4)
-    produce(inturn_topics, [message("B", f"b{n}") for n in range(3)])
+    produce(inturn_topics, [text_message("B", f"b{n}") for n in range(3)])
     settings = worker_settings(
         inturn_topics,
         pg_schema,

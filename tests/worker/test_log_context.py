@@ -14,13 +14,13 @@ from structlog.testing import capture_logs
 
 import inturn_worker.ack_reader
 import inturn_worker.dead_letters
-from inturn.schemas import Ack, AckStatus, encode, now_ms
+from inturn.schemas import AckStatus, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.partition import Entry, Partition
-from tests.support.messages import text_message
+from tests.support.messages import ack, text_message
 from tests.worker.test_prepare_ahead import Counting
 from tests.worker.test_room_state_machine import Recorder, rooms_of
 
@@ -110,17 +110,9 @@ async def test_an_undecodable_ack_is_logged_with_where_it_was_read() -> None:
 
 async def test_a_routed_ack_binds_its_room_and_message_for_what_is_logged_while_it_is_routed() -> None:
     reader = AckReader(WorkerSettings(), AckRouter(early_ttl_s=60), Recorder())
-    ack = Ack(
-        room_id="R9",
-        message_id="m5",
-        platform="whatsapp",
-        platform_message_id="wamid.5",
-        status=AckStatus.DELIVERED,
-        platform_ts_ms=now_ms(),
-        received_at_ms=now_ms(),
-    )
+    delivered = ack("R9", "m5", "wamid.5", AckStatus.DELIVERED)
     try:
-        reader._route(_Record(encode(ack), partition=1, offset=12))
+        reader._route(_Record(encode(delivered), partition=1, offset=12))
         assert _named(get_contextvars(), "room_id", "message_id", "partition", "ack_offset") == {
             "room_id": "R9",
             "message_id": "m5",

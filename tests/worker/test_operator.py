@@ -12,10 +12,10 @@ from inturn.settings import KafkaSettings, load
 from inturn.settings.operator import OperatorSettings
 from inturn_cli.commands.rooms import room_info
 from inturn_cli.main import main
+from tests.support.messages import text_message
 from tests.worker.harness import (
     ScriptedPlatform,
     events,
-    message,
     produce,
     read_topic,
     running_worker,
@@ -46,7 +46,7 @@ async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     platform.behaviour["B"].answers.extend([(400, None), (422, None)])
-    produce(inturn_topics, [message("B", "b0"), message("B", "b1"), message("B", "b2")])
+    produce(inturn_topics, [text_message("B", "b0"), text_message("B", "b1"), text_message("B", "b2")])
     settings = worker_settings(
         inturn_topics,
         pg_schema,

@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms import PlatformAdapter, PreparedSend, SendResult
-from inturn.schemas import TERMINAL_EVENTS, Ack, AckStatus, DeadLetter, EventType, Message, encode, now_ms
+from inturn.schemas import TERMINAL_EVENTS, AckStatus, DeadLetter, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter
@@ -31,6 +31,7 @@ from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, Partition
 from inturn_worker.room import Delivery, Rooms
+from tests.support.messages import ack
 
 MESSAGES = 6
 
@@ -172,16 +173,8 @@ class RoomMachine(RuleBasedStateMachine):
         return waiting[0] if waiting else None
 
     def _ack(self, message_id: str, status: AckStatus = AckStatus.SENT, by_message_id: bool = True) -> None:
-        ack = Ack(
-            room_id="R",
-            message_id=message_id if by_message_id else None,
-            platform="whatsapp",
-            platform_message_id=self.wamids.get(message_id, f"wamid-{message_id}"),
-            status=status,
-            platform_ts_ms=now_ms(),
-            received_at_ms=now_ms(),
-        )
-        self.router.route(ack)
+        wamid = self.wamids.get(message_id, f"wamid-{message_id}")
+        self.router.route(ack("R", message_id if by_message_id else None, wamid, status))
 
     # --- rules ---------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import argparse
 
 from inturn.settings import load
 from inturn.settings.bridge import BridgeSettings
+from inturn_cli.flags import given
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,14 +25,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    overrides: dict[str, object] = {}
-    if args.mode:
-        overrides["bridge_mode"] = args.mode
-    if args.port is not None:
-        overrides["bridge_http_port"] = args.port
-    if args.subscription:
-        overrides["bridge_subscription"] = args.subscription
-    settings = load(BridgeSettings, **overrides)
+    options = given(args, mode="bridge_mode", port="bridge_http_port", subscription="bridge_subscription")
+    settings = load(BridgeSettings, **options)
     from inturn_bridge.service import run  # the service is imported only when it runs
 
     return run(settings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,11 +26,10 @@ def _run(args: argparse.Namespace) -> int:
     from inturn.logs import configure
     from inturn.settings import load
     from inturn.settings.sim import SimSettings
+    from inturn_cli.flags import given
     from inturn_sim.run import main
 
-    flags = {"host": args.host, "port": args.port, "webhook_url": args.webhook_url}
-    flags |= {"receipts_path": args.receipts_path, "seed": args.seed}
-    overrides: dict[str, Any] = {f"sim_{name}": value for name, value in flags.items() if value is not None}
-    settings = load(SimSettings, **overrides)
+    options = {name: f"sim_{name}" for name in ("host", "port", "webhook_url", "receipts_path", "seed")}
+    settings = load(SimSettings, **given(args, **options))
     configure(settings.log_format, settings.log_level)
     return main(settings)

@@ -9,6 +9,7 @@ from typing import Any
 from inturn import topics
 from inturn.settings import KafkaSettings, load
 from inturn_cli import reach
+from inturn_cli.flags import given
 from inturn_cli.output import add_json, print_json
 
 
@@ -49,12 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _settings(args: argparse.Namespace) -> KafkaSettings:
-    overrides = {}
-    if getattr(args, "partitions", None):
-        overrides["topic_partitions"] = args.partitions
-    if getattr(args, "replication", None):
-        overrides["topic_replication"] = args.replication
-    return load(KafkaSettings, **overrides)
+    return load(KafkaSettings, **given(args, partitions="topic_partitions", replication="topic_replication"))
 
 
 def _inspect(settings: KafkaSettings) -> tuple[list[topics.TopicState], list[topics.Finding]]:

@@ -7,6 +7,7 @@ import argparse
 from inturn.logs import configure
 from inturn.settings import load
 from inturn.settings.worker import WorkerSettings
+from inturn_cli.flags import given
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,12 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    overrides: dict[str, object] = {}
-    if args.mode:
-        overrides["worker_mode"] = args.mode
-    if args.http_port is not None:
-        overrides["worker_http_port"] = args.http_port
-    settings = load(WorkerSettings, **overrides)
+    settings = load(WorkerSettings, **given(args, mode="worker_mode", http_port="worker_http_port"))
     configure(settings.log_format, settings.log_level)
     from inturn_worker.app import main
 

@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 import orjson
+from pydantic import SecretStr
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.platforms.transport import HttpTransport, Response
@@ -43,6 +44,11 @@ class PreparedSend:
     body: bytes
     account: str
     headers: dict[str, str]
+
+
+def bearer(token: SecretStr) -> dict[str, str]:
+    """The headers of a JSON send authorised by a bearer ``token``."""
+    return {"Authorization": f"Bearer {token.get_secret_value()}", "Content-Type": "application/json"}
 
 
 def json_body(obj: object) -> bytes:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 
-from inturn.platforms.base import AckKind
-from inturn.platforms.messenger import MessengerAdapter
+from inturn.platforms.base import AckKind, bearer
+from inturn.platforms.messenger import GraphSend, MessengerAdapter
 
 
 class InstagramAdapter(MessengerAdapter):
@@ -28,25 +28,8 @@ class InstagramAdapter(MessengerAdapter):
     name = "instagram"
     ack_kind = AckKind.SYNCHRONOUS
 
-    @property
-    def _base(self) -> str:
-        return self.settings.instagram_base_url.rstrip("/")
-
-    @property
-    def _version(self) -> str:
-        return self.settings.instagram_api_version
-
-    @property
-    def _default_account(self) -> str:
-        return self.settings.instagram_account_id or "me"
-
-    @property
-    def _messaging_type(self) -> str:
-        return "RESPONSE"
-
     @functools.cached_property
-    def _headers(self) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {self.settings.instagram_access_token.get_secret_value()}",
-            "Content-Type": "application/json",
-        }
+    def _graph(self) -> GraphSend:
+        s = self.settings
+        api = f"{s.instagram_base_url.rstrip('/')}/{s.instagram_api_version}"
+        return GraphSend(api, s.instagram_account_id or "me", "RESPONSE", bearer(s.instagram_access_token))

@@ -18,16 +18,36 @@ Idempotency: the Send API offers no idempotency key; a re-send after a crash is 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, _seconds, json_body, message_text
+from inturn.platforms.base import (
+    AckKind,
+    PlatformAdapter,
+    PreparedSend,
+    SendResult,
+    _seconds,
+    bearer,
+    json_body,
+    message_text,
+)
 from inturn.schemas import Message
 
 #: Graph API error codes that mean "try later" whatever the HTTP status (Meta's error code reference and the
 #: Messenger Platform's: 1 unknown, 2 service unavailable, 4/17/32/613 rate limits, 1200 temporary send failure).
 GRAPH_TRANSIENT_CODES = frozenset({1, 2, 4, 17, 32, 613, 1200})
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSend:
+    """Where and as whom an adapter calls the Send API."""
+
+    api: str  # the Graph API's base URL and version
+    default_account: str  # the account a message that names none is sent from (``me``: the token's own)
+    messaging_type: str  # of sends whose payload sets none
+    headers: dict[str, str]  # shared by every prepared send (thousands wait at once)
 
 
 def graph_error(status: int, body: bytes, retry_after: str | None) -> TransientPlatformError | None:
@@ -52,7 +72,7 @@ class MessengerAdapter(PlatformAdapter):
     def prepare(self, message: Message, partition: int | None = None) -> PreparedSend:
         """Render the Send API body; the account is the Page id (``me`` when none is known). ``partition`` is not
         sent in the body: Messenger echoes nothing of a send in its delivery events (see ``CALLBACK_HEADER``)."""
-        payload = message.payload
+        payload, graph = message.payload, self._graph
         content = payload.get("message")
         if not isinstance(content, dict):
             try:
@@ -61,43 +81,26 @@ class MessengerAdapter(PlatformAdapter):
                 raise PermanentPlatformError(f"messenger: {exc}") from exc
         body: dict[str, object] = {
             "recipient": {"id": message.recipient},
-            "messaging_type": payload.get("messaging_type", self._messaging_type),
+            "messaging_type": payload.get("messaging_type", graph.messaging_type),
             "message": content,
         }
         if "tag" in payload:
             body["tag"] = payload["tag"]
-        account = message.account or self._default_account
+        account = message.account or graph.default_account
         return PreparedSend(
-            url=f"{self._base}/{self._version}/{account}/messages",
+            url=f"{graph.api}/{account}/messages",
             body=json_body(body),
             account=account,
-            headers=self.with_callback_header(self._headers, message, partition),
+            headers=self.with_callback_header(graph.headers, message, partition),
         )
 
-    @property
-    def _base(self) -> str:
-        return self.settings.messenger_base_url.rstrip("/")
-
-    @property
-    def _version(self) -> str:
-        return self.settings.messenger_api_version
-
-    @property
-    def _default_account(self) -> str:
-        return self.settings.messenger_page_id or "me"
-
-    @property
-    def _messaging_type(self) -> str:
-        return self.settings.messenger_messaging_type
-
     @functools.cached_property
-    def _headers(self) -> dict[str, str]:
-        # Shared by every prepared send (thousands wait at once). A bearer header rather than the access_token
-        # query parameter of the docs' curl example: the Graph API accepts both, and the token stays out of URLs.
-        return {
-            "Authorization": f"Bearer {self.settings.messenger_page_access_token.get_secret_value()}",
-            "Content-Type": "application/json",
-        }
+    def _graph(self) -> GraphSend:
+        s = self.settings
+        # A bearer header rather than the access_token query parameter of the docs' curl example: the Graph API
+        # accepts both, and the token stays out of URLs.
+        api, token = f"{s.messenger_base_url.rstrip('/')}/{s.messenger_api_version}", s.messenger_page_access_token
+        return GraphSend(api, s.messenger_page_id or "me", s.messenger_messaging_type, bearer(token))
 
     def parse_accepted(self, body: bytes) -> SendResult:
         """``{"recipient_id": "...", "message_id": "..."}``."""

@@ -62,27 +62,17 @@ class RequestWithdrawn(Exception):
     """A request in line whose gate closed before its turn: it was never written."""
 
 
+@dataclass(slots=True, eq=False)
 class _Request:
     """A request and its answer's future: references to what the caller holds, nothing rendered yet (thousands
     wait in line at once)."""
 
-    __slots__ = ("body", "future", "gate", "headers", "origin", "url")
-
-    def __init__(
-        self,
-        origin: Origin,
-        url: str,
-        headers: dict[str, str],
-        body: bytes,
-        future: asyncio.Future[Response],
-        gate: Callable[[], bool] | None,
-    ) -> None:
-        self.origin = origin
-        self.url = url
-        self.headers = headers
-        self.body = body
-        self.future = future
-        self.gate = gate
+    origin: Origin
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    future: asyncio.Future[Response]
+    gate: Callable[[], bool] | None
 
     def withdrawn(self) -> bool:
         """Whether the request is no longer wanted, so never to be written: its caller cancelled it, or its gate

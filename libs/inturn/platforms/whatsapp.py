@@ -13,7 +13,7 @@ import functools
 import orjson
 
 from inturn.errors import PermanentPlatformError, TransientPlatformError
-from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, _seconds, json_body
+from inturn.platforms.base import AckKind, PlatformAdapter, PreparedSend, SendResult, _seconds, bearer, json_body
 from inturn.schemas import Message, encode_callback_data
 
 #: Meta error codes that mean "slow down", answered with HTTP 400 rather than 429 at times.
@@ -49,10 +49,7 @@ class WhatsAppAdapter(PlatformAdapter):
     @functools.cached_property
     def _headers(self) -> dict[str, str]:
         # One dict shared by every prepared send: thousands of them wait at once, each its own copy adds up.
-        return {
-            "Authorization": f"Bearer {self.settings.whatsapp_access_token.get_secret_value()}",
-            "Content-Type": "application/json",
-        }
+        return bearer(self.settings.whatsapp_access_token)
 
     def parse_accepted(self, body: bytes) -> SendResult:
         """``{"messages": [{"id": "wamid..."}]}``."""

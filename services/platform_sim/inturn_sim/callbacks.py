@@ -19,6 +19,7 @@ import structlog
 from yarl import URL
 
 from inturn.schemas import now_ms
+from inturn.settings.sim import SimSettings
 from inturn_sim import meta, platforms
 from inturn_sim.knobs import Knobs, Latency
 from inturn_sim.records import Stats, Status
@@ -31,31 +32,20 @@ class CallbackSender:
 
     def __init__(
         self,
+        settings: SimSettings,
         knobs: Knobs,
         stats: Stats,
-        *,
-        app_secret: bytes,
-        waba_id: str,
-        display_phone_number: str,
-        batch_max: int,
-        concurrency: int,
-        timeout_s: float,
         generation: Callable[[], int],
         on_done: Callable[[list[Status]], None],
-        twilio_auth_token: bytes = b"",
         rng: random.Random | None = None,
     ) -> None:
+        self._settings = settings  # secrets, account, batch size, concurrency and timeout: fixed for its life
         self._knobs = knobs
         self._stats = stats
-        self._secret = app_secret
-        self._waba_id = waba_id
-        self._display = display_phone_number
-        self._batch_max = batch_max
-        self._concurrency = concurrency
-        self._timeout_s = timeout_s
         self._generation = generation
         self._on_done = on_done
-        self._twilio_token = twilio_auth_token
+        self._secret = settings.sim_app_secret.get_secret_value().encode()
+        self._twilio_token = settings.sim_twilio_auth_token.get_secret_value().encode()
         self._outbox: deque[Status] = deque()
         self._retries: deque[tuple[list[Status], int]] = deque()
         self._held: dict[str, list[Status]] = {}
@@ -69,10 +59,11 @@ class CallbackSender:
     async def start(self) -> None:
         """Open the client session and start the sender coroutines."""
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-            connector=aiohttp.TCPConnector(limit=self._concurrency),
+            timeout=aiohttp.ClientTimeout(total=self._settings.sim_callback_timeout_s),
+            connector=aiohttp.TCPConnector(limit=self._settings.sim_callback_concurrency),
         )
-        self._tasks = [asyncio.create_task(self._work(), name=f"sim-callbacks-{i}") for i in range(self._concurrency)]
+        lanes = range(self._settings.sim_callback_concurrency)
+        self._tasks = [asyncio.create_task(self._work(), name=f"sim-callbacks-{i}") for i in lanes]
         for task in self._tasks:
             task.add_done_callback(_report_death)
 
@@ -174,12 +165,12 @@ class CallbackSender:
     def _take_batch(self) -> list[Status]:
         """The next statuses for one request: up to ``batch_max`` of one platform in a row (Meta batches events);
         Twilio calls back one status per request."""
-        outbox = self._outbox
+        outbox, most = self._outbox, self._settings.sim_callback_batch_max
         first = outbox.popleft()
         batch = [first]
         if first.sent.platform == "twilio":
             return batch
-        while outbox and len(batch) < self._batch_max and outbox[0].sent.platform == first.sent.platform:
+        while outbox and len(batch) < most and outbox[0].sent.platform == first.sent.platform:
             batch.append(outbox.popleft())
         return batch
 
@@ -214,8 +205,8 @@ class CallbackSender:
     def _whatsapp_body(self, batch: list[Status]) -> bytes:
         precision = self._knobs.timestamp_precision
         return meta.status_payload(
-            self._waba_id,
-            self._display,
+            self._settings.sim_waba_id,
+            self._settings.sim_display_phone_number,
             (
                 (
                     s.sent.phone_number_id,

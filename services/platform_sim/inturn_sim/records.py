@@ -11,57 +11,24 @@ DROP = 1  # reaches the device; every callback is lost
 FAIL = 2  # never reaches the device; a 'failed' status is called back
 
 
+@dataclass(slots=True, eq=False)
 class Sent:
     """One accepted send, from acceptance until its last status was called back."""
 
-    __slots__ = (
-        "accepted_at_ms",
-        "callback_data",
-        "callback_url",
-        "fate",
-        "generation",
-        "message_id",
-        "phone_number_id",
-        "platform",
-        "read",
-        "room_id",
-        "sender",
-        "to",
-        "via",
-        "wamid",
-    )
-
-    def __init__(
-        self,
-        wamid: str,
-        to: str,
-        phone_number_id: str,
-        callback_data: str | None,
-        room_id: str | None,
-        message_id: str | None,
-        accepted_at_ms: int,
-        fate: int,
-        read: bool,
-        generation: int,
-        platform: str = "whatsapp",
-        callback_url: str | None = None,
-        sender: str | None = None,
-        via: str | None = None,
-    ) -> None:
-        self.wamid = wamid
-        self.to = to
-        self.phone_number_id = phone_number_id
-        self.callback_data = callback_data
-        self.room_id = room_id
-        self.message_id = message_id
-        self.accepted_at_ms = accepted_at_ms
-        self.fate = fate
-        self.read = read
-        self.generation = generation
-        self.platform = platform  # whatsapp, messenger, instagram, twilio or telegram
-        self.callback_url = callback_url  # Twilio: the send's StatusCallback
-        self.sender = sender  # Twilio: the send's From (or Messaging Service SID)
-        self.via = via  # the sending process's name, from a /_via/{name}/ send path (WhatsApp)
+    wamid: str
+    to: str
+    phone_number_id: str
+    callback_data: str | None
+    room_id: str | None
+    message_id: str | None
+    accepted_at_ms: int
+    fate: int
+    read: bool
+    generation: int
+    platform: str = "whatsapp"  # whatsapp, messenger, instagram, twilio or telegram
+    callback_url: str | None = None  # Twilio: the send's StatusCallback
+    sender: str | None = None  # Twilio: the send's From (or Messaging Service SID)
+    via: str | None = None  # the sending process's name, from a /_via/{name}/ send path (WhatsApp)
 
 
 class Status:

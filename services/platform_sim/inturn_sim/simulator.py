@@ -83,20 +83,8 @@ class Simulator:
         self.receipts = ReceiptLog(settings.sim_receipts_path, settings.sim_receipts_memory_max)
         self.faults: list[Fault] = []
         self.generation = 0  # bumped by reset(): timers and retries of older sends become no-ops
-        self.sender = CallbackSender(
-            self.knobs,
-            self.stats,
-            app_secret=settings.sim_app_secret.get_secret_value().encode(),
-            waba_id=settings.sim_waba_id,
-            display_phone_number=settings.sim_display_phone_number,
-            batch_max=settings.sim_callback_batch_max,
-            concurrency=settings.sim_callback_concurrency,
-            timeout_s=settings.sim_callback_timeout_s,
-            generation=lambda: self.generation,
-            on_done=self._status_called_back,
-            twilio_auth_token=settings.sim_twilio_auth_token.get_secret_value().encode(),
-            rng=self.rng,
-        )
+        on_done = self._status_called_back
+        self.sender = CallbackSender(settings, self.knobs, self.stats, lambda: self.generation, on_done, self.rng)
         self._bearer = f"Bearer {settings.sim_access_token.get_secret_value()}"
         self._buckets: dict[str, list[float]] = {}  # phone_number_id -> [tokens, last refill (monotonic)]
         self._run_id = f"{time.time_ns() // 1_000_000:X}"  # keeps wamids unique across restarts
@@ -161,18 +149,25 @@ class Simulator:
         # A slow answer is slow after acceptance: callbacks may reach the webhook before the send returns.
         return Answer(200, meta.send_answer(to, wamid), delay_s=delay)
 
-    def _accept(self, phone_number_id: str, to: str, callback_data: str | None, via: str | None = None) -> str:
+    def _draw(self, callback_data: str | None, *, can_fail: bool = True) -> tuple[int, bool, str | None, str | None]:
+        """An accepted send's fate (delivered, failed unless ``can_fail`` is false, or dropped), whether it is read,
+        and its room and message from inturn's routing data (None and None without it)."""
         knobs, rng = self.knobs, self.rng
-        self._next_id += 1
-        wamid = f"wamid.SIM{self._run_id}{self._next_id:010X}"
         fate = DELIVER
-        if knobs.failed_rate > 0 and rng.random() < knobs.failed_rate:
+        if can_fail and knobs.failed_rate > 0 and rng.random() < knobs.failed_rate:
             fate = FAIL
         elif knobs.drop_rate > 0 and rng.random() < knobs.drop_rate:
             fate = DROP
         read = knobs.read_rate > 0 and rng.random() < knobs.read_rate
         decoded = decode_callback_data(callback_data)
-        room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
+        if decoded is None:
+            return fate, read, None, None
+        return fate, read, decoded.room_id, decoded.message_id
+
+    def _accept(self, phone_number_id: str, to: str, callback_data: str | None, via: str | None = None) -> str:
+        self._next_id += 1
+        wamid = f"wamid.SIM{self._run_id}{self._next_id:010X}"
+        fate, read, room_id, message_id = self._draw(callback_data)
         sent = Sent(
             wamid, to, phone_number_id, callback_data, room_id, message_id, now_ms(), fate, read, self.generation,
             via=via,
@@ -217,7 +212,7 @@ class Simulator:
         acceptance: the receipt is written at once (the device order is the acceptance order), as the answer's
         promise. ``callback_data``: inturn's routing data (``X-Inturn-Callback-Data``, or Twilio's StatusCallback
         query) for the receipt log."""
-        knobs, rng = self.knobs, self.rng
+        knobs = self.knobs
         self._next_id += 1
         serial = f"{self._run_id}{self._next_id:010X}"
         if platform == "twilio":
@@ -230,14 +225,7 @@ class Simulator:
         else:
             pmid = f"m_SIM{serial}"
         synchronous = platform in ("instagram", "telegram")
-        fate = DELIVER
-        if not synchronous and knobs.failed_rate > 0 and rng.random() < knobs.failed_rate:
-            fate = FAIL
-        elif knobs.drop_rate > 0 and rng.random() < knobs.drop_rate:
-            fate = DROP
-        read = knobs.read_rate > 0 and rng.random() < knobs.read_rate
-        decoded = decode_callback_data(callback_data)
-        room_id, message_id = (decoded.room_id, decoded.message_id) if decoded is not None else (None, None)
+        fate, read, room_id, message_id = self._draw(callback_data, can_fail=not synchronous)
         at = now_ms()
         sent = Sent(
             pmid, to, account, callback_data, room_id, message_id, at, fate, read, self.generation, platform,
