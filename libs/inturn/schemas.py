@@ -76,7 +76,7 @@ _test_clock_offset_ms = 0
 
 def set_test_clock_offset(offset_ms: int) -> None:
     """Run this process's ``now_ms`` ``offset_ms`` ahead (negative: behind) of the host's clock. Tests only."""
-    global _test_clock_offset_ms  # noqa: PLW0603 - one process-wide clock, set once at start-up
+    global _test_clock_offset_ms
     _test_clock_offset_ms = offset_ms
 
 

@@ -131,9 +131,7 @@ class InturnSettings(BaseSettings):
     @model_validator(mode="after")
     def _refuse_test_clock_in_production(self) -> InturnSettings:
         if self.environment == "production" and "test_clock_offset_ms" in self.model_fields_set:
-            raise ValueError(
-                f"{ENV_PREFIX}TEST_CLOCK_OFFSET_MS: a test clock; not allowed in production (unset it)"
-            )
+            raise ValueError(f"{ENV_PREFIX}TEST_CLOCK_OFFSET_MS: a test clock; not allowed in production (unset it)")
         return self
 
     @model_validator(mode="after")
