@@ -26,11 +26,11 @@ from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.postgres import pg_bin
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, progress
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, owned_partitions, progress, rooms_of
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
-ROOMS, PER_ROOM = 300, 40
+ROOMS, PER_ROOM = 300, 120  # ~400 messages/s on this box: the run must outlast the copy's 30 s and a hand-over
 COPY_AGE_S = 30.0  # how old the copy is when it is put back: the scenario itself, not a wait for a condition
 TABLES = ("partition_epochs", "room_cursors", "dead_letters", "blocked_rooms")
 #: The matrix's workers with the platform rows' send timeout (tests/chaos/test_platform_faults.py: 30 s).
@@ -147,6 +147,7 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
 ) -> None:
     line = Pipeline(inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
     copy = tmp_path / "copy.sql"
+    topic, count = inturn_topics.topic_messages, inturn_topics.topic_partitions
     try:
         line.start_sim()
         line.start_webhook()
@@ -156,7 +157,7 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
         scenario = Scenario(
             "PostgreSQL restored from a copy taken 30 s earlier (a hand-over in between)",
             line,
-            f"{ROOMS} rooms x {PER_ROOM}, 1 then 2 workers",
+            f"{ROOMS} rooms x {PER_ROOM}, 1, then 2, then 3 workers",
         )
         progress(scenario, 0.1, total)
         copy_of(own_postgres, copy)
@@ -164,11 +165,18 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
         copied = epochs(own_postgres)
         line.add_worker("w2", INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/w2")
         line.wait_balanced()
+        moved = owned_partitions(own_postgres.dsn, topic, "w2")
+        assert moved, "w2 took no partition"
         wait_until(
-            lambda: all(epochs(own_postgres)[p][0] > e for p, (e, _) in copied.items()),
+            lambda: all(epochs(own_postgres)[p][0] > copied[p][0] for p in moved),
             60,
-            "every partition claimed again after the copy",
+            "w2's partitions claimed under epochs newer than the copy's",
             every=0.5,
+        )
+        scenario.fault(
+            f"w2 joins: partitions {sorted(moved)} handed over",
+            len(rooms_of(moved, ROOMS, count)),
+            rooms_of(moved, ROOMS, count),
         )
         before = epochs(own_postgres)
         left = COPY_AGE_S - (time.monotonic() - copied_at)
@@ -187,6 +195,17 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
             "a worker said its store went back",
             every=0.5,
         )
+        # A third worker joins: the partitions it takes are claimed on the restored epochs, and their rooms are
+        # loaded from the restored cursors.
+        line.add_worker("w3", INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/w3")
+        line.wait_balanced()
+        taken = owned_partitions(own_postgres.dsn, topic, "w3")
+        scenario.fault(
+            f"w3 joins after the restore: partitions {sorted(taken)} handed over",
+            len(rooms_of(taken, ROOMS, count)),
+            rooms_of(taken, ROOMS, count),
+        )
+        assert scenario.delivered() < total, "the run was over before w3 joined"
         scenario.wait_drained(total, 300)
         report = judge(scenario)
         went_back = logged(line, "store_went_back")
