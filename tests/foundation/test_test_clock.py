@@ -12,10 +12,13 @@ from pydantic_settings import BaseSettings
 
 from inturn import schemas
 from inturn.errors import ConfigError
+from inturn.kafka import AsyncProducer
 from inturn.settings import load
 from inturn.settings.webhook import WebhookSettings
 from tests.cli.harness import clean_env as cli_env
 from tests.cli.harness import run
+from tests.platforms.test_adapter_send import _send_once
+from tests.platforms.wire import chunked
 from tests.security.test_settings_strict import REAL, clean_env  # noqa: F401 - clean_env is a fixture used below
 
 TWO_MINUTES_MS = 120_000
@@ -84,3 +87,44 @@ def test_without_the_setting_the_clock_is_the_hosts(
 
 def _webhook_settings() -> type[BaseSettings]:
     return WebhookSettings
+
+
+async def test_a_send_under_the_test_clock_is_stamped_with_the_services_clock(host_clock: None) -> None:
+    """The worker's send times (compared with Messenger's watermarks) come from the same clock as ``now_ms``."""
+    schemas.set_test_clock_offset(-TWO_MINUTES_MS)
+    host_before = time.time_ns() // 1_000_000
+    result = await _send_once(chunked(200, b'{"messages":[{"id":', b'"wamid.XYZ"}]}'))
+    host_after = time.time_ns() // 1_000_000
+    sent_at = getattr(result, "sent_at_ms", None)
+    assert sent_at is not None, result
+    assert host_before - TWO_MINUTES_MS <= sent_at <= host_after - TWO_MINUTES_MS
+
+
+class _Producer:
+    """Records what ``produce`` was given (a stand-in for confluent_kafka's)."""
+
+    def __init__(self) -> None:
+        self.timestamps: list[int] = []
+
+    def produce(self, topic: str, **kwargs: Any) -> None:
+        self.timestamps.append(kwargs.get("timestamp", 0))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("offset_ms", [0, TWO_MINUTES_MS, -TWO_MINUTES_MS])
+async def test_records_are_stamped_by_the_test_clock_and_left_to_librdkafka_without_one(
+    host_clock: None, offset_ms: int
+) -> None:
+    schemas.set_test_clock_offset(offset_ms)
+    fake = _Producer()
+    producer = AsyncProducer(fake)  # type: ignore[arg-type]  # only produce and poll are called
+    host_before = time.time_ns() // 1_000_000
+    producer.produce_then("acks", b"{}", lambda err, msg: None)
+    host_after = time.time_ns() // 1_000_000
+    (stamp,) = fake.timestamps
+    if offset_ms == 0:
+        assert stamp == 0  # librdkafka's own CreateTime: the host's clock
+    else:
+        assert host_before + offset_ms <= stamp <= host_after + offset_ms
