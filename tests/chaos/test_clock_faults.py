@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin._resource import ResourceType
 
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
