@@ -13,7 +13,8 @@ and the send times it takes; refused in production).
   platform's time, a send's time the worker's (``inturn.platforms.messenger.PlatformClock``): behind, an older
   watermark (a callback the platform sends again) could resolve the message in flight before it is delivered, and
   the next one could overtake it; ahead, a watermark-only delivery would never resolve its message. The simulator
-  leaves mids out of 30% of its deliveries and sends 30% of its callback requests again up to 3 s later.
+  leaves mids out of 30% of its deliveries and sends 30% of its callback requests again up to 3 s later, and the
+  webhook keeps no replay window (as with several replicas), so the workers see those older watermarks.
 
 Each row judges the simulator's receipt log like the rest of the matrix (0 lost, 0 reordered with stale re-sends
 counted as reordering, duplicates at most 1 per room per fault that touched it).
@@ -149,9 +150,21 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
         "INTURN_SIM_CALLBACK_DUPLICATE_DELAY_MS": "3000",
         "INTURN_SIM_MESSENGER_MIDS_ABSENT_RATE": "0.3",
     }
-    worker = {**WORKER, "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms)}
+    # An ack timeout far above the platform's latency: a message that times out here was not resolved by its
+    # delivery (on this shared box acks took more than the matrix's 1.5 s at times, whatever the clocks).
+    worker = {**WORKER, "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms), "INTURN_WORKER_ACK_TIMEOUT_MS": "10000"}
+    # No replay window: the callbacks the platform sends again reach the workers, as they do when they land on
+    # another webhook replica than the first time (each keeps its own window).
+    webhook = {"INTURN_WEBHOOK_REPLAY_WINDOW": "0"}
     line = Pipeline(
-        inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=sim, worker=worker, platform="messenger"
+        inturn_topics,
+        postgres_dsn,
+        tmp_path,
+        group=f"g{test_id}",
+        sim=sim,
+        worker=worker,
+        webhook=webhook,
+        platform="messenger",
     )
     try:
         line.start_sim()
@@ -177,9 +190,8 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
             f"chaos:   acked {acked:.0f}, ack timeouts {timeouts:.0f}, duplicate acks {duplicate_acks:.0f}, "
             f"callback requests sent twice {stats['callbacks_duplicated']}"
         )
-        assert stats["callbacks_duplicated"] > 0, "no callback came twice: the row did not test stale watermarks"
-        # Every message is delivered and called back (no drops): nearly all resolve by their delivery, not by their
-        # ack timeout (a few may time out on a loaded box).
-        assert acked >= 0.9 * total, f"only {acked:.0f} of {total} acked: watermarks did not resolve their messages"
+        assert duplicate_acks > 0, "no callback reached a worker twice: the row did not test older watermarks"
+        # Every message is delivered and called back (no drops): each resolves by its delivery, not its ack timeout.
+        assert timeouts <= 0.01 * total, f"{timeouts:.0f} of {total} timed out: their deliveries did not resolve them"
     finally:
         line.stop()
