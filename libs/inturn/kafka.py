@@ -28,6 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 from confluent_kafka.admin import AdminClient
 
 from inturn.errors import KafkaClientError
+from inturn.schemas import clock_offset_ms, now_ms
 from inturn.settings import KafkaSettings
 
 #: The partitioner every inturn producer uses; Java's default for keyed records.
@@ -293,13 +294,20 @@ class AsyncProducer:
         waits for room. ``KafkaClientError`` when librdkafka refuses the record outright.
         """
         where = -1 if partition is None else partition  # -1: librdkafka's "unassigned", the partitioner decides
+        # 0: librdkafka stamps the record (CreateTime) with the host's clock; a test clock (inturn.schemas) stamps it
+        # with the process's own.
+        stamp = now_ms() if clock_offset_ms() else 0
         try:
-            self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
+            self._producer.produce(
+                topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered, timestamp=stamp
+            )
         except BufferError:
             # Serve the deliveries already confirmed (never waiting: this runs on the event loop) and try once
             # more; a second BufferError goes to the caller, who refuses the work.
             self._producer.poll(0)
-            self._producer.produce(topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered)
+            self._producer.produce(
+                topic, value=value, key=key, headers=headers, partition=where, on_delivery=delivered, timestamp=stamp
+            )
         except KafkaException as exc:
             raise KafkaClientError(exc.args[0]) from exc
         if not self._busy:

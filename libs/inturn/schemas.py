@@ -68,9 +68,27 @@ def _check_platform(value: str) -> None:
 Millis = Annotated[int, msgspec.Meta(ge=0)]
 
 
+#: Tests only: milliseconds added to every reading of ``now_ms`` in this process (``INTURN_TEST_CLOCK_OFFSET_MS``,
+#: applied by ``inturn.settings.load``; a production service refuses to start with it set). It puts one service's
+#: wall clock minutes apart from the others' without faking the host's clock for its libraries.
+_test_clock_offset_ms = 0
+
+
+def set_test_clock_offset(offset_ms: int) -> None:
+    """Run this process's ``now_ms`` ``offset_ms`` ahead (negative: behind) of the host's clock. Tests only."""
+    global _test_clock_offset_ms
+    _test_clock_offset_ms = offset_ms
+
+
+def clock_offset_ms() -> int:
+    """The offset ``set_test_clock_offset`` put on ``now_ms`` (0: the host's clock)."""
+    return _test_clock_offset_ms
+
+
 def now_ms() -> int:
-    """Wall-clock time in integer milliseconds since the epoch."""
-    return time.time_ns() // 1_000_000
+    """Wall-clock time in integer milliseconds since the epoch: the one wall clock of every inturn service (plus
+    the test clock offset, which is 0 outside tests)."""
+    return time.time_ns() // 1_000_000 + _test_clock_offset_ms
 
 
 class _Record(msgspec.Struct, frozen=True, gc=False):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from inturn.db.store import CursorUpdate
+from inturn.db.store import Checked, CursorUpdate
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.partition import Partition
@@ -63,8 +63,8 @@ class _Written:
     async def claim(self, partitions: list[int], owner: str) -> dict[int, int]:
         return {}
 
-    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int]) -> set[int]:
-        return set()
+    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int], owner: str) -> Checked:
+        return Checked(set(), {})
 
 
 class _CountedRooms:

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from inturn.db.migrate import migrate
-from inturn.db.store import CursorUpdate, Store
+from inturn.db.store import Checked, CursorUpdate, Store, WentBack
 from inturn.schemas import DeadLetter
 
 pytestmark = pytest.mark.postgres
@@ -43,14 +43,15 @@ async def _cursors(pool: asyncpg.Pool) -> dict[str, tuple[int, int, str, str, in
 async def test_cursors_of_owned_partitions_are_written_exactly(pool: asyncpg.Pool) -> None:
     store = Store(pool, TOPIC)
     epochs = await store.claim([0, 1], "w1")
-    fenced = await store.checkpoint(
+    checked = await store.checkpoint(
         [
             CursorUpdate(ODD_ROOM, 0, 7, 'msg "7" \\', "acked"),
             CursorUpdate("room-b", 1, BIG_OFFSET, "room-b#1", "ack_timeout"),
         ],
         epochs,
+        "w1",
     )
-    assert fenced == set()
+    assert checked == Checked(set(), {})
     assert await _cursors(pool) == {
         ODD_ROOM: (0, 7, 'msg "7" \\', "acked", epochs[0]),
         "room-b": (1, BIG_OFFSET, "room-b#1", "ack_timeout", epochs[1]),
@@ -60,12 +61,12 @@ async def test_cursors_of_owned_partitions_are_written_exactly(pool: asyncpg.Poo
 async def test_a_cursor_moves_forward_or_to_another_partition_never_back(pool: asyncpg.Pool) -> None:
     store = Store(pool, TOPIC)
     epochs = await store.claim([0, 1], "w1")
-    await store.checkpoint([CursorUpdate("room-a", 0, 10, "a#10", "acked")], epochs)
-    await store.checkpoint([CursorUpdate("room-a", 0, 9, "a#9", "acked")], epochs)  # behind: ignored
+    await store.checkpoint([CursorUpdate("room-a", 0, 10, "a#10", "acked")], epochs, "w1")
+    await store.checkpoint([CursorUpdate("room-a", 0, 9, "a#9", "acked")], epochs, "w1")  # behind: ignored
     assert (await _cursors(pool))["room-a"][:3] == (0, 10, "a#10")
-    await store.checkpoint([CursorUpdate("room-a", 0, 11, "a#11", "dead_lettered")], epochs)
+    await store.checkpoint([CursorUpdate("room-a", 0, 11, "a#11", "dead_lettered")], epochs, "w1")
     assert (await _cursors(pool))["room-a"][:4] == (0, 11, "a#11", "dead_lettered")
-    await store.checkpoint([CursorUpdate("room-a", 1, 3, "a#12", "acked")], epochs)  # the room moved partitions
+    await store.checkpoint([CursorUpdate("room-a", 1, 3, "a#12", "acked")], epochs, "w1")  # the room moved partitions
     assert (await _cursors(pool))["room-a"][:3] == (1, 3, "a#12")
 
 
@@ -73,10 +74,10 @@ async def test_a_fenced_partition_writes_nothing_and_is_reported(pool: asyncpg.P
     store = Store(pool, TOPIC)
     mine = await store.claim([0, 1], "w1")
     await store.claim([1], "w2")  # another worker took partition 1: its epoch moved on
-    fenced = await store.checkpoint(
-        [CursorUpdate("room-a", 0, 5, "a#5", "acked"), CursorUpdate("room-b", 1, 6, "b#6", "acked")], mine
+    checked = await store.checkpoint(
+        [CursorUpdate("room-a", 0, 5, "a#5", "acked"), CursorUpdate("room-b", 1, 6, "b#6", "acked")], mine, "w1"
     )
-    assert fenced == {1}
+    assert checked == Checked({1}, {})
     assert set(await _cursors(pool)) == {"room-a"}
 
 
@@ -84,8 +85,62 @@ async def test_a_checkpoint_without_updates_still_reports_fencing(pool: asyncpg.
     store = Store(pool, TOPIC)
     mine = await store.claim([2], "w1")
     await store.claim([2], "w2")
-    assert await store.checkpoint([], mine) == {2}
+    assert await store.checkpoint([], mine, "w1") == Checked({2}, {})
     assert await _cursors(pool) == {}
+
+
+async def _restore(pool: asyncpg.Pool, copy: list[asyncpg.Record]) -> None:
+    """Put the partition epochs back as ``copy`` had them: the store restored from a copy taken earlier."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("DELETE FROM partition_epochs WHERE messages_topic = $1", TOPIC)
+        for r in copy:
+            await conn.execute(
+                "INSERT INTO partition_epochs (messages_topic, partition, epoch, owner) VALUES ($1, $2, $3, $4)",
+                TOPIC,
+                r["partition"],
+                r["epoch"],
+                r["owner"],
+            )
+
+
+async def _epochs(pool: asyncpg.Pool) -> dict[int, tuple[int, str]]:
+    rows = await pool.fetch("SELECT partition, epoch, owner FROM partition_epochs WHERE messages_topic = $1", TOPIC)
+    return {r["partition"]: (r["epoch"], r["owner"]) for r in rows}
+
+
+async def test_an_epoch_that_went_back_is_reported_and_raised_back_to_the_one_held(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    await store.claim([0, 1], "w2")
+    copy = await pool.fetch("SELECT partition, epoch, owner FROM partition_epochs WHERE messages_topic = $1", TOPIC)
+    mine = await store.claim([0, 1, 2], "w1")  # after the copy: partitions 0 and 1 moved to w1, 2 is new
+    await _restore(pool, copy)
+    checked = await store.checkpoint(
+        [CursorUpdate("room-a", 0, 5, "a#5", "acked"), CursorUpdate("room-c", 2, 9, "c#9", "acked")], mine, "w1"
+    )
+    assert checked == Checked(set(), {0: WentBack(1, "w2"), 1: WentBack(1, "w2"), 2: WentBack(0, None)})
+    assert await _epochs(pool) == {0: (2, "w1"), 1: (2, "w1"), 2: (1, "w1")}
+    assert {room: c[:2] for room, c in (await _cursors(pool)).items()} == {"room-a": (0, 5), "room-c": (2, 9)}
+    assert await store.checkpoint([], mine, "w1") == Checked(set(), {})  # raised: the next round is a plain one
+
+
+async def test_a_claim_after_the_store_went_back_that_took_our_number_fences_us(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    copy = await pool.fetch("SELECT partition, epoch, owner FROM partition_epochs WHERE messages_topic = $1", TOPIC)
+    mine = await store.claim([0], "w1")  # epoch 1, lost with the restore (the copy has no row)
+    await _restore(pool, copy)
+    assert await store.claim([0], "w2") == {0: 1}  # w2 is given partition 0 and the same number
+    checked = await store.checkpoint([CursorUpdate("room-a", 0, 5, "a#5", "acked")], mine, "w1")
+    assert checked == Checked({0}, {0: WentBack(1, "w2")})
+    assert await _cursors(pool) == {}, "a fenced worker wrote a cursor"
+    assert await _epochs(pool) == {0: (1, "w2")}
+
+
+async def test_a_higher_epoch_of_another_owner_is_never_lowered(pool: asyncpg.Pool) -> None:
+    store = Store(pool, TOPIC)
+    mine = await store.claim([0], "w1")
+    await store.claim([0], "w2")
+    assert await store.checkpoint([], mine, "w1") == Checked({0}, {})
+    assert await _epochs(pool) == {0: (2, "w2")}
 
 
 async def test_a_dead_letter_with_nul_in_its_text_is_stored_with_the_original_bytes_whole(pool: asyncpg.Pool) -> None:

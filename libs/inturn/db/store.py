@@ -1,7 +1,10 @@
 """The worker's PostgreSQL state: partition epochs (fencing), room cursors, dead letters, blocked rooms.
 
 Cursor writes carry the writer's epoch and only land while that epoch is still the partition's
-current one; the same round trip tells the worker which of its partitions a newer owner claimed.
+current one; the same round trip tells the worker which of its partitions a newer owner claimed, and which went back
+in time: an epoch below the one the worker holds (or none at all) can only come from a store restored from a copy or
+failed over to a replica that was behind, since epochs only ever grow. Such an epoch is raised back to the one held
+(``Checked.went_back``); another worker holding a higher one raises it further in turn and fences this one.
 """
 
 from __future__ import annotations
@@ -110,7 +113,42 @@ SET partition = EXCLUDED.partition, terminal_offset = EXCLUDED.terminal_offset, 
 WHERE c.partition <> EXCLUDED.partition OR c.terminal_offset < EXCLUDED.terminal_offset
 """
 
-_EPOCHS = "SELECT partition, epoch FROM partition_epochs WHERE messages_topic = $1 AND partition = ANY($2::int[])"
+# Locked first, so no claim can come between what the round reads and the cursors it writes.
+_EPOCHS = (
+    "SELECT partition, epoch, owner FROM partition_epochs WHERE messages_topic = $1 AND partition = ANY($2::int[]) "
+    "ORDER BY partition FOR UPDATE"
+)
+
+# An epoch that went back, raised to the one held: never lowered (a higher one, a newer owner's, stays).
+_RAISE = """
+INSERT INTO partition_epochs AS e (messages_topic, partition, epoch, owner)
+SELECT $1, mine.partition, mine.epoch, $4 FROM unnest($2::int[], $3::bigint[]) AS mine(partition, epoch)
+ON CONFLICT (messages_topic, partition)
+DO UPDATE SET epoch = EXCLUDED.epoch, owner = EXCLUDED.owner, claimed_at = now()
+WHERE e.epoch < EXCLUDED.epoch
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class WentBack:
+    """A partition whose stored epoch went back in time: the epoch and owner found (0 and None: no row at all)."""
+
+    epoch: int
+    owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What a checkpoint found of the partitions' epochs.
+
+    ``fenced``: a newer owner's epoch is stored (or, after the store went back, another owner's claim under the
+    same number): stop. ``went_back``: the stored epoch was below the one held (raised back in the same
+    transaction), or equal but another owner's (also in ``fenced``). The cursors of a partition that went back were
+    written, but a round must not renew its lease on them: another worker may hold a higher epoch and raise it
+    further at its next round."""
+
+    fenced: set[int]
+    went_back: dict[int, WentBack]
 
 
 class Store:
@@ -125,20 +163,36 @@ class Store:
         rows = await self._pool.fetch(_CLAIM, self._topic, partitions, owner)
         return {int(r["partition"]): int(r["epoch"]) for r in rows}
 
-    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int]) -> set[int]:
-        """Write cursors under ``epochs``; returns the partitions whose epoch moved on (fenced)."""
+    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int], owner: str) -> Checked:
+        """Write cursors under ``epochs`` (held by worker ``owner``); which partitions are fenced and which went
+        back in time (``Checked``)."""
+        fenced: set[int] = set()
+        went_back: dict[int, WentBack] = {}
         async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(_EPOCHS, self._topic, list(epochs))
+            current = {int(r["partition"]): (int(r["epoch"]), str(r["owner"])) for r in rows}
+            for partition, epoch in epochs.items():
+                found = current.get(partition)
+                if found is None or found[0] < epoch:
+                    went_back[partition] = WentBack(found[0], found[1]) if found else WentBack(0, None)
+                elif found[0] > epoch:
+                    fenced.add(partition)
+                elif found[1] != owner:  # our number, another's claim: made after the store lost ours
+                    went_back[partition] = WentBack(found[0], found[1])
+                    fenced.add(partition)
+            raise_ = [p for p in went_back if p not in fenced]
+            if raise_:
+                await conn.execute(_RAISE, self._topic, raise_, [epochs[p] for p in raise_], owner)
             if updates:
                 payload = orjson.dumps(
                     [
                         (u.room_id, u.partition, u.offset, u.message_id, u.outcome, b64encode(u.recent).decode())
                         for u in updates
+                        if u.partition not in fenced
                     ]
                 )
                 await conn.execute(_WRITE_CURSORS, self._topic, payload.decode(), list(epochs), list(epochs.values()))
-            rows = await conn.fetch(_EPOCHS, self._topic, list(epochs))
-        current = {int(r["partition"]): int(r["epoch"]) for r in rows}
-        return {p for p, epoch in epochs.items() if current.get(p) != epoch}
+        return Checked(fenced, went_back)
 
     async def cursors(self, room_ids: list[str]) -> dict[str, Cursor]:
         """The cursor of each room that has one."""

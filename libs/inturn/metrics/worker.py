@@ -58,6 +58,11 @@ CIRCUIT_OPEN = Gauge(
 FENCED = Counter(
     "inturn_worker_fenced_total", "Partitions this worker stopped sending for after a newer owner's epoch was seen."
 )
+STORE_WENT_BACK = Counter(
+    "inturn_worker_store_went_back_total",
+    "Partitions whose epoch in PostgreSQL was found below the one this worker holds, or another owner's under the "
+    "same number: the store went back in time (a restore, a replica behind).",
+)
 POSTGRES_UP = Gauge("inturn_worker_postgres_up", "1 when the last PostgreSQL operation succeeded.")
 DRAINING = Gauge("inturn_worker_draining", "1 while the worker drains for shutdown.")
 

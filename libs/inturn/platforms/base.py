@@ -27,7 +27,8 @@ class AckKind(StrEnum):
 
     - ``per_message``: one status callback names the message (WhatsApp, Twilio, generic); the webhook publishes it.
     - ``watermark``: a callback carries a timestamp and confirms every earlier message of that recipient
-      (Messenger's ``delivery.watermark``); the in-flight message is resolved when ``watermark_covers`` says so.
+      (Messenger's ``delivery.watermark``); the in-flight message is resolved when the callback names it, or when
+      the watermark is later than its send on the platform's clock (``inturn.platforms.messenger.PlatformClock``).
     - ``synchronous``: the send's 2xx answer is the ack (Telegram, Instagram); no webhook wait.
     """
 

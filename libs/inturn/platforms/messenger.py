@@ -12,6 +12,11 @@ carry ``delivery.watermark`` ("all messages that were sent before this timestamp
 and ``delivery.mids`` (sometimes absent): the ack kind is ``watermark``. The send carries no data Messenger echoes
 in delivery events, so the webhook finds the room from the recipient (the PSID in the event's ``sender.id``).
 
+Clocks: a watermark is the platform's time, a send's ``sent_at_ms`` the worker's. The worker does not trust the two
+clocks to agree: ``PlatformClock`` learns how far the platform's watermarks run ahead of the worker's send times from
+the deliveries that name the worker's message by its mid, and a watermark-only delivery resolves the in-flight
+message only when it is later than that message's send on the platform's clock (docs/reliability.md, clock rows).
+
 Idempotency: the Send API offers no idempotency key; a re-send after a crash is a second message.
 """
 
@@ -61,6 +66,51 @@ def graph_error(status: int, body: bytes, retry_after: str | None) -> TransientP
     return TransientPlatformError(
         f"HTTP {status}: Graph API code {code} (try later)", status=status, retry_after=_seconds(retry_after)
     )
+
+
+class PlatformClock:
+    """How far a platform's watermarks run ahead of this worker's clock, learned without trusting either clock.
+
+    A delivery that names a message by its mid carries a watermark at or after the platform's timestamp of that
+    message, which the platform took after the request left: ``watermark - sent_at_ms`` (the worker's clock) is at
+    least the platform clock's lead over the worker's, whatever the two clocks say. The smallest such difference
+    over the last ``window`` to ``2 * window`` observations (``lead_ms``) is therefore never below the true lead
+    (plus the least time a request took to be accepted), and ``sent_at_ms + lead_ms <= watermark`` holds only for a
+    watermark the platform gave after the send left: never for the older watermark of a message sent before it
+    (``covers``). A genuine watermark a millisecond faster than every observed one is missed: its message waits for
+    the next delivery or its ack timeout (latency, never order). Until a first observation the worker's clock is
+    trusted (lead 0).
+    """
+
+    def __init__(self, window: int = 1000) -> None:
+        self._window = window
+        self._seen = 0
+        self._current: int | None = None  # the smallest lead of the window being filled
+        self._previous: int | None = None  # that of the window before it
+
+    @property
+    def lead_ms(self) -> int | None:
+        """The learned lead of the platform's clock over the worker's, ms (None until a first observation)."""
+        if self._current is None:
+            return self._previous
+        if self._previous is None:
+            return self._current
+        return min(self._current, self._previous)
+
+    def observe(self, sent_at_ms: int, watermark_ms: int) -> None:
+        """A delivery naming a message sent at ``sent_at_ms`` (worker's clock) carried ``watermark_ms``."""
+        lead = watermark_ms - sent_at_ms
+        self._current = lead if self._current is None else min(self._current, lead)
+        self._seen += 1
+        if self._seen >= self._window:  # a fresh window: a lead that grew (a clock stepped) is learned in time
+            self._previous, self._current, self._seen = self._current, None, 0
+
+    def covers(self, sent_at_ms: int | None, watermark_ms: int) -> bool:
+        """Whether ``watermark_ms`` (platform's clock) is at or after the send at ``sent_at_ms`` (worker's clock) on the
+        platform's clock; a send without a time is never covered."""
+        if sent_at_ms is None:
+            return False
+        return sent_at_ms + (self.lead_ms or 0) <= watermark_ms
 
 
 class MessengerAdapter(PlatformAdapter):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from inturn.deadlines import Deadline, Deadlines
+from inturn.schemas import now_ms
 
 MAX_BODY = 1 << 20  # an answer larger than this is refused: a send endpoint answers with a few hundred bytes
 _ORIGINS_CACHED = 4096  # parsed URLs kept (one per platform account); the cache starts over beyond it
@@ -311,7 +311,7 @@ class _Connection(asyncio.Protocol):
         self.size = 0
         self.retry_after = None
         self.complete = False
-        self.sent_at_ms = time.time_ns() // 1_000_000
+        self.sent_at_ms = now_ms()  # the services' one wall clock (a test clock offset included)
         self.transport.writelines((self.owner.head(request), request.body))
         self.deadline = self.owner.watch(self)
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import Field, PostgresDsn, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from inturn import schemas
 from inturn.errors import ConfigError
 
 ENV_PREFIX = "INTURN_"
@@ -108,6 +109,11 @@ class InturnSettings(BaseSettings):
         "auto", description="Log rendering: JSON when not on a terminal if 'auto'."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Lowest level logged.")
+    test_clock_offset_ms: int = Field(
+        0,
+        description="Tests only: milliseconds added to this process's wall clock (negative: behind), to run one "
+        "service's clock apart from the others'. A production service refuses to start with it set.",
+    )
 
     #: Credentials that may be left unset in production (at their development default): each stands for a feature
     #: a deployment may not use, and the class itself decides what unset means (see PlatformSettings). A value
@@ -121,6 +127,12 @@ class InturnSettings(BaseSettings):
         if problems:
             raise ValueError("; ".join(problems))
         return data
+
+    @model_validator(mode="after")
+    def _refuse_test_clock_in_production(self) -> InturnSettings:
+        if self.environment == "production" and "test_clock_offset_ms" in self.model_fields_set:
+            raise ValueError(f"{ENV_PREFIX}TEST_CLOCK_OFFSET_MS: a test clock; not allowed in production (unset it)")
+        return self
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> InturnSettings:
@@ -243,9 +255,12 @@ S = TypeVar("S", bound=BaseSettings)
 
 
 def load(cls: type[S], **overrides: Any) -> S:
-    """Build ``cls`` from the environment (plus ``overrides``), or raise ``ConfigError`` saying what is wrong."""
+    """Build ``cls`` from the environment (plus ``overrides``), or raise ``ConfigError`` saying what is wrong.
+
+    A test clock offset given (``INTURN_TEST_CLOCK_OFFSET_MS``, never in production) is applied to the process's
+    wall clock (``inturn.schemas.now_ms``) here, before the service reads the time."""
     try:
-        return cls(**overrides)
+        settings = cls(**overrides)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -254,3 +269,6 @@ def load(cls: type[S], **overrides: Any) -> S:
                 continue
             problems.append(f"{ENV_PREFIX}{str(err['loc'][0]).upper()}: {err['msg']}")
         raise ConfigError(f"invalid {cls.__name__}: " + "; ".join(problems)) from exc
+    if "test_clock_offset_ms" in settings.model_fields_set:
+        schemas.set_test_clock_offset(int(getattr(settings, "test_clock_offset_ms", 0)))
+    return settings

@@ -2,8 +2,10 @@
 
 An ack is matched by (room_id, message_id) when the platform echoed our callback data, else by
 the platform message id the send returned, else (a watermark ack, Messenger's delivery watermark) by its
-room: it resolves the room's in-flight message when the watermark covers that message's send
-(``inturn.platforms.watermark_covers``); an older watermark resolves nothing. Early acks (before the send
+room: a delivery naming the in-flight message by its mid resolves it; any other resolves it when the watermark is later
+than that message's send on the platform's clock (``inturn.platforms.messenger.PlatformClock``, learned from the
+deliveries that name a mid, so a worker clock apart from the platform's neither resolves a message with an older
+watermark nor waits out a genuine one); an older watermark resolves nothing. Early acks (before the send
 returned, or from a previous owner of the room) are kept for a bounded time and matched when their message comes up;
 late acks (after the message timed out) are reported once and never resolve anything else;
 duplicates (a second status of a resolved message) are counted and dropped.
@@ -26,7 +28,8 @@ from enum import Enum
 import msgspec
 
 from inturn.metrics import worker as m
-from inturn.platforms import SendResult, watermark_covers
+from inturn.platforms import SendResult
+from inturn.platforms.messenger import PlatformClock
 from inturn.schemas import Ack
 from inturn.settings.worker import WorkerSettings
 
@@ -72,6 +75,8 @@ class AckRouter:
         self._by_watermark: dict[str, tuple[tuple[str, str], SendResult]] = {}
         #: room -> the newest watermark ack that resolved nothing yet (it may come before its send returned)
         self._early_watermark: OrderedDict[str, tuple[float, Ack]] = OrderedDict()
+        #: platform -> how far its watermarks run ahead of this worker's clock
+        self._clocks: dict[str, PlatformClock] = {}
 
     @property
     def waiting(self) -> int:
@@ -194,7 +199,17 @@ class AckRouter:
         if waiting is not None:
             key, result = waiting
             future = self._waiting.get(key)
-            if future is not None and not future.done() and watermark_covers(result, ack.watermark_ms):
+            clock = self._clocks.get(ack.platform)
+            if clock is None:
+                clock = self._clocks[ack.platform] = PlatformClock()
+            if ack.platform_message_id == result.platform_message_id:  # the delivery names it (Messenger's mids)
+                if result.sent_at_ms is not None:
+                    clock.observe(result.sent_at_ms, ack.watermark_ms)
+                if future is not None and not future.done():
+                    future.set_result(ack)
+                    return Routed.RESOLVED
+                return Routed.DUPLICATE
+            if future is not None and not future.done() and clock.covers(result.sent_at_ms, ack.watermark_ms):
                 future.set_result(ack)
                 return Routed.RESOLVED
             return Routed.DUPLICATE  # older than the in-flight send: it confirms earlier messages only

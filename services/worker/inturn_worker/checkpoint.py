@@ -25,7 +25,7 @@ from typing import Protocol
 import structlog
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from inturn.db.store import POSTGRES_ERRORS, CursorUpdate
+from inturn.db.store import POSTGRES_ERRORS, Checked, CursorUpdate, WentBack
 from inturn.metrics import worker as m
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.partition import Partition
@@ -59,7 +59,7 @@ class CursorStore(Protocol):
 
     async def claim(self, partitions: list[int], owner: str) -> dict[int, int]: ...
 
-    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int]) -> set[int]: ...
+    async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int], owner: str) -> Checked: ...
 
 
 class Commits:
@@ -218,7 +218,11 @@ class Checkpoint:
                 claimed = await self._store.claim(missing, self._settings.worker_id) if missing else {}
                 epochs = {p.partition: e for p in parts if (e := claimed.get(p.partition, p.epoch)) is not None}
                 updates = [u for partition in epochs for u in pending[partition][0]]
-                fenced = await self._store.checkpoint(updates, epochs) if epochs else set()
+                checked = (
+                    await self._store.checkpoint(updates, epochs, self._settings.worker_id)
+                    if epochs
+                    else Checked(set(), {})
+                )
             except POSTGRES_ERRORS as exc:
                 self.postgres_ok = False
                 m.POSTGRES_UP.set(0)
@@ -229,11 +233,33 @@ class Checkpoint:
             if only is None:
                 self._pause = self._interval
             m.POSTGRES_UP.set(1)
-            self._told(began, claimed, fenced, {p: pending[p] for p in epochs if p not in fenced})
+            fenced, went_back = checked.fenced, checked.went_back
+            self._went_back(went_back, epochs)
+            ok = [p for p in epochs if p not in fenced and p not in went_back]
+            self._told(began, claimed, fenced, {p: pending[p] for p in ok})
             if began - self._gauges_at >= GAUGES_EVERY_S:
                 self._gauges_at = began
                 self._publish_gauges()
-            return {p: committable[p] for p in epochs if p not in fenced and p in committable}
+            return {p: committable[p] for p in ok if p in committable}
+
+    def _went_back(self, went_back: dict[int, WentBack], epochs: dict[int, int]) -> None:
+        """Say that PostgreSQL went back in time under these partitions (restored from a copy, or failed over to a
+        replica that was behind): their stored epoch was below the one this worker holds (raised back: the
+        partition goes on after the next round, which renews its lease) or another owner claimed the same number
+        (fenced). Room cursors went back with it; the ones this worker holds are written again as its rooms move on,
+        and a later owner of a room whose cursor was lost finds the message done by its ack or sends it again
+        (docs/reliability.md, PostgreSQL going back in time)."""
+        for partition, found in sorted(went_back.items()):
+            raised = found.epoch < epochs[partition]
+            log.warning(
+                "store_went_back",
+                partition=partition,
+                epoch_held=epochs[partition],
+                epoch_found=found.epoch,
+                owner_found=found.owner,
+                action="epoch_raised" if raised else "fenced",
+            )
+            m.STORE_WENT_BACK.inc()
 
     def _told(
         self,
