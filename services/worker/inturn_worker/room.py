@@ -25,7 +25,7 @@ from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, AckTimeouts
 from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
-from inturn_worker.limits import SendFailed, Sends
+from inturn_worker.limits import AckedMeanwhile, SendFailed, Sends
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
 
 log = structlog.get_logger("inturn.worker.room")
@@ -260,7 +260,14 @@ class Delivery:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
                     return
         room.in_flight = True
-        result, attempt, sent_at_ms = await self._sends.send(entry, adapter, self._prepared(adapter, entry))
+        try:
+            result, attempt, sent_at_ms = await self._sends.send(entry, adapter, self._prepared(adapter, entry), future)
+        except AckedMeanwhile as acked:  # an earlier copy reached the platform: not sent again (problem 11)
+            entry.prepared = None
+            ack = future.result() if future is not None else None
+            assert ack is not None  # raised only once the future holds an ack
+            self._resolved(room, entry, ack, acked.sent_at_ms, ack.platform_message_id, max(1, acked.attempts))
+            return
         entry.prepared = None  # sent: the rendered body is not needed again, and the room may wait long for its ack
         metrics = m.for_platform(platform)
         metrics.dispatched.inc()  # no event: the message's terminal event carries when and how it was sent
@@ -283,7 +290,12 @@ class Delivery:
             )
             return
         sent = SendResult(result.platform_message_id, sent_at_ms)
-        self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
+        # Only this copy's ack may release the room's next message (another copy's ack says nothing of where this one
+        # is): the router gives a new future when the message's was resolved by another copy's ack meanwhile.
+        future = (
+            self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
+            or future
+        )
         self._prepare_next(room, adapter)
         timeout = self._timeouts.of(platform)
         deadline = self._deadlines.add(timeout.seconds, expire_future, future)
