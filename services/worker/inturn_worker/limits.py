@@ -162,13 +162,14 @@ class SendFailed(Exception):
 
 
 class AckedMeanwhile(Exception):
-    """The message's ack came before another attempt was written: a copy sent before (an attempt whose answer was
+    """The message's ``ack`` came before another attempt was written: a copy sent before (an attempt whose answer was
     lost, a previous owner's send) reached the platform, so it is not sent again. ``attempts``: the attempts this
-    worker wrote; ``sent_at_ms``: when the first of them was written (None when none was)."""
+    worker wrote (at least 1, as terminal events count them); ``sent_at_ms``: when the first went out (None: none)."""
 
-    def __init__(self, attempts: int, sent_at_ms: int | None) -> None:
+    def __init__(self, ack: Ack, attempts: int, sent_at_ms: int | None) -> None:
         super().__init__(f"acked after {attempts} attempts")
-        self.attempts = attempts
+        self.ack = ack
+        self.attempts = max(1, attempts)
         self.sent_at_ms = sent_at_ms
 
 
@@ -218,10 +219,11 @@ class Sends:
                 m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
             if not entry.part.admitted():
                 await entry.part.admit()
-            if acked is not None and acked.done() and not acked.cancelled() and acked.result() is not None:
+            ack = acked.result() if acked is not None and acked.done() and not acked.cancelled() else None
+            if ack is not None:
                 # Acked while this send waited or retried: the attempt whose answer timed out (or broke) had reached
                 # the platform. Sent again now, the copy could reach the device after the room's next message.
-                raise AckedMeanwhile(attempt - 1, first_sent_at_ms)
+                raise AckedMeanwhile(ack, attempt - 1, first_sent_at_ms)
             sent_at_ms = now_ms()
             if first_sent_at_ms is None:
                 first_sent_at_ms = sent_at_ms
