@@ -25,9 +25,15 @@ BIG_ROOMS, BIG_PER_ROOM = 5000, 20
 ROOMS, PER_ROOM = 1000, 6  # the single-fault scenarios
 
 
+#: The kill -9 row's workers: each names itself in the receipt log (``/_via/{name}``), so a copy sent again shows
+#: which owner sent it, and a send timeout of 30 s, as the platform rows (tests/chaos/test_platform_faults.py): on
+#: this shared box the simulator read some requests more than 10 s after they were written, after the worker had
+#: retried them and sent the room's next message (docs/reliability.md, problems 11 and 12).
+KILL_ROW_WORKER = {"INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
+
+
 def replace(line: Pipeline, names: list[str], index: int, generation: int, *, via: bool = False) -> str:
-    """Start a fresh worker in place of ``names[index]``; returns its name. ``via``: its sends name it in the
-    simulator's receipt log (``/_via/{name}``), so a copy sent again shows which owner sent it."""
+    """Start a fresh worker in place of ``names[index]``; returns its name. ``via``: as ``add_worker``."""
     name = f"{names[index].split('.')[0]}.{generation}"
     add_worker(line, name, via=via)
     names[index] = name
@@ -35,9 +41,10 @@ def replace(line: Pipeline, names: list[str], index: int, generation: int, *, vi
 
 
 def add_worker(line: Pipeline, name: str, *, via: bool = False) -> None:
-    """Start worker ``name``; with ``via``, its sends go through ``/_via/{name}`` (named in the receipt log)."""
+    """Start worker ``name``; with ``via``, one of the kill -9 row's (``KILL_ROW_WORKER``, sends through
+    ``/_via/{name}``)."""
     if via:
-        line.add_worker(name, INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/{name}")
+        line.add_worker(name, INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/{name}", **KILL_ROW_WORKER)
     else:
         line.add_worker(name)
 
