@@ -25,12 +25,28 @@ BIG_ROOMS, BIG_PER_ROOM = 5000, 20
 ROOMS, PER_ROOM = 1000, 6  # the single-fault scenarios
 
 
-def replace(line: Pipeline, names: list[str], index: int, generation: int) -> str:
-    """Start a fresh worker in place of ``names[index]``; returns its name."""
+#: The kill -9 row's workers: each names itself in the receipt log (``/_via/{name}``), so a copy sent again shows
+#: which owner sent it, and a send timeout of 30 s, as the platform rows (tests/chaos/test_platform_faults.py): on
+#: this shared box the simulator read some requests more than 10 s after they were written, after the worker had
+#: retried them and sent the room's next message (docs/reliability.md, problems 11 and 12).
+KILL_ROW_WORKER = {"INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
+
+
+def replace(line: Pipeline, names: list[str], index: int, generation: int, *, via: bool = False) -> str:
+    """Start a fresh worker in place of ``names[index]``; returns its name. ``via``: as ``add_worker``."""
     name = f"{names[index].split('.')[0]}.{generation}"
-    line.add_worker(name)
+    add_worker(line, name, via=via)
     names[index] = name
     return name
+
+
+def add_worker(line: Pipeline, name: str, *, via: bool = False) -> None:
+    """Start worker ``name``; with ``via``, one of the kill -9 row's (``KILL_ROW_WORKER``, sends through
+    ``/_via/{name}``)."""
+    if via:
+        line.add_worker(name, INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/{name}", **KILL_ROW_WORKER)
+    else:
+        line.add_worker(name)
 
 
 @pytest.mark.timeout(900)
@@ -38,7 +54,7 @@ def test_kill_9_of_a_worker_every_10_s_over_5k_rooms_loses_and_reorders_nothing(
     line = chaos_pipeline
     names = ["w1", "w2", "w3"]
     for name in names:
-        line.add_worker(name)
+        add_worker(line, name, via=True)
     total = line.produce(rooms=BIG_ROOMS, per_room=BIG_PER_ROOM)
     scenario = Scenario("kill -9 a worker every 10 s", line, f"{BIG_ROOMS} rooms x {BIG_PER_ROOM}, 3 workers")
     kills, next_kill = 0, time.monotonic() + 10
@@ -52,7 +68,7 @@ def test_kill_9_of_a_worker_every_10_s_over_5k_rooms_loses_and_reorders_nothing(
             touched = rooms_of(owned, BIG_ROOMS, line.topics.topic_partitions)
             scenario.fault(f"kill -9 {victim} owning partitions {sorted(owned)}", len(touched), touched)
             kills += 1
-            replace(line, names, index, kills)
+            replace(line, names, index, kills, via=True)
             next_kill += 10
         time.sleep(1.0)  # pacing the faults and polling for the end
     scenario.wait_drained(total, 60)

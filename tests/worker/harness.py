@@ -13,7 +13,7 @@ import contextlib
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -35,6 +35,7 @@ from inturn.schemas import (
 )
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
+from inturn_devtools.receipts import Report, check
 from inturn_devtools.waiting import eventually
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
@@ -55,6 +56,17 @@ class Receipt:
     wamid: str
 
 
+@dataclass(frozen=True)
+class Copy:
+    """How the platform treats one accepted send (a copy) of a recipient, scripted in order (``Behaviour.copies``):
+    as the platform simulator does, the copy reaches the device some time after it was accepted and its ack is
+    published then; the send's answer may come later than both (an answer slower than the sender's timeout)."""
+
+    device_after_s: float = 0.0  # from acceptance to the device (a receipt in ``device``), then its ack
+    answer_after_s: float = 0.0  # from acceptance to the send's answer
+    ack_after_s: float = 0.0  # from the device to the ack's publication
+
+
 @dataclass
 class Behaviour:
     """How the platform treats one recipient."""
@@ -66,6 +78,7 @@ class Behaviour:
     duplicate: bool = False  # publish every ack twice
     status: AckStatus = AckStatus.SENT
     answers: deque[tuple[int, str | None]] = field(default_factory=deque)  # scripted (HTTP status, Retry-After)
+    copies: deque[Copy] = field(default_factory=deque)  # scripted accepted sends, in order (then: the rules above)
 
 
 class ScriptedPlatform:
@@ -75,7 +88,8 @@ class ScriptedPlatform:
         self._settings = settings
         self._rng = random.Random(seed)
         self.behaviour: dict[str, Behaviour] = defaultdict(Behaviour)
-        self.receipts: list[Receipt] = []
+        self.receipts: list[Receipt] = []  # in the order the platform accepted them
+        self.device: list[Receipt] = []  # in the order they reached the device (accepted ones at once, unless scripted)
         self.attempts: list[tuple[str, float, int]] = []  # (message_id, time, HTTP status answered)
         self.acks_published = 0
         self.ack_headers = True  # set the webhook's Kafka headers on each ack (False: as an older webhook did)
@@ -121,7 +135,14 @@ class ScriptedPlatform:
             return web.json_response(error, status=status, headers=headers)
         wamid = f"wamid.{len(self.receipts)}.{message_id}"
         self.attempts.append((message_id, time.monotonic(), 200))
-        self.receipts.append(Receipt(room_id, message_id, recipient, time.monotonic(), wamid))
+        receipt = Receipt(room_id, message_id, recipient, time.monotonic(), wamid)
+        self.receipts.append(receipt)
+        if behaviour.copies:
+            copy = behaviour.copies.popleft()
+            self._later(self._arrive(receipt, copy, behaviour.status))
+            await asyncio.sleep(copy.answer_after_s)
+            return self._accepted(recipient, wamid)
+        self.device.append(receipt)
         lost = behaviour.withhold or (behaviour.drop_rate > 0 and self._rng.random() < behaviour.drop_rate)
         if not lost:
             ack = status_of(room_id, message_id, wamid, behaviour.status, recipient=recipient)
@@ -130,9 +151,11 @@ class ScriptedPlatform:
                 for _ in range(copies):
                     await self._publish(ack)
             else:
-                task = asyncio.create_task(self._publish_later(ack, behaviour.ack_delay_s, copies))
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
+                self._later(self._publish_later(ack, behaviour.ack_delay_s, copies))
+        return self._accepted(recipient, wamid)
+
+    @staticmethod
+    def _accepted(recipient: str, wamid: str) -> web.Response:
         return web.json_response(
             {
                 "messaging_product": "whatsapp",
@@ -141,11 +164,39 @@ class ScriptedPlatform:
             }
         )
 
+    def _later(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _arrive(self, receipt: Receipt, copy: Copy, status: AckStatus) -> None:
+        """A scripted copy reaches the device, then its ack is published."""
+        await asyncio.sleep(copy.device_after_s)
+        self.device.append(receipt)
+        await self._publish_later(self.ack(receipt, status), copy.ack_after_s, 1)
+
+    def ack(self, receipt: Receipt, status: AckStatus = AckStatus.SENT) -> Ack:
+        """The status of the copy ``receipt`` stands for, as the webhook publishes it."""
+        return Ack(
+            room_id=receipt.room_id,
+            message_id=receipt.message_id,
+            platform="whatsapp",
+            platform_message_id=receipt.wamid,
+            status=status,
+            platform_ts_ms=now_ms(),
+            received_at_ms=now_ms(),
+            recipient=receipt.recipient,
+        )
+
     async def _publish_later(self, ack: Ack, delay: float, copies: int) -> None:
         if delay:
             await asyncio.sleep(delay)
         for _ in range(copies):
             await self._publish(ack)
+
+    def check(self, produced: dict[str, list[str]]) -> Report:
+        """The receipt-log checker's verdict on what reached the devices (``device``, in device order)."""
+        return check([{"room_id": r.room_id, "message_id": r.message_id} for r in self.device], produced)
 
     async def _publish(self, ack: Ack) -> None:
         assert self._producer is not None

@@ -60,7 +60,10 @@ async def serve(settings: SimSettings) -> None:
     app = create_app(settings)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.sim_host, settings.sim_port)
+    # The kernel's limit (somaxconn), not aiohttp's 128: three workers open 200 connections each at once, and a
+    # handshake dropped from a full accept queue leaves the sender's request to TCP retransmission, read by the
+    # simulator seconds to minutes after the sender gave up on it or died (docs/reliability.md, problem 12).
+    site = web.TCPSite(runner, settings.sim_host, settings.sim_port, backlog=socket.SOMAXCONN)
     await site.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -300,8 +300,8 @@ class AckReader:
                 platform_message_id = value
         if status is None:
             return False
-        if message_id:  # matched by room and message id (the platform's id is not read)
-            platform = self._router.settled(_text(record.key()) or "", _text(message_id), None)
+        if message_id:  # by room and message id; the platform's id tells which copy of the message it is about
+            platform = self._router.settled(_text(record.key()) or "", _text(message_id), _text(platform_message_id))
         else:  # matched by the platform's id alone (the room is not read)
             platform = self._router.settled("", None, _text(platform_message_id))
         if platform is None:

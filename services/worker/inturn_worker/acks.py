@@ -10,6 +10,12 @@ returned, or from a previous owner of the room) are kept for a bounded time and 
 late acks (after the message timed out) are reported once and never resolve anything else;
 duplicates (a second status of a resolved message) are counted and dropped.
 
+Once this worker's send of a message returned, only the ack of that copy (its platform message id) resolves the
+message: a message may have gone out more than once (a retried attempt whose first answer was lost, a previous
+owner's send before a takeover), and the ack of another copy says nothing of where this one is. Were the room's next
+message released by it, it could reach the device before this copy: an older message after a newer one
+(docs/reliability.md, problems 11 and 12).
+
 Ack timeouts per platform: fixed from settings, or learned from observed ack latency. The adaptive timeout is a
 high quantile of recent ack latencies times a factor, clamped. It lets rooms stall less when acks go missing
 while staying well above normal latency. Timed-out messages do not feed it (their latency is unknown), so it
@@ -58,6 +64,15 @@ class Finished(msgspec.Struct, gc=False):
     late_reported: bool = False
 
 
+def of_copy(ack: Ack | None, platform_message_id: str | None) -> bool:
+    """Whether ``ack`` may be the ack of the copy the platform accepted under ``platform_message_id``: the same
+    platform id, or one of them unknown (a deadline's None; a watermark ack, which ``watermark_covers`` judges by the
+    send's time)."""
+    if ack is None or ack.watermark_ms is not None or not platform_message_id:
+        return True
+    return ack.platform_message_id == platform_message_id
+
+
 class AckRouter:
     """Matches acks to waiting messages; bounded memory for early and finished messages."""
 
@@ -66,6 +81,8 @@ class AckRouter:
         self._finished_capacity = finished_capacity
         self._waiting: dict[tuple[str, str], asyncio.Future[Ack | None]] = {}
         self._waiting_pmid: dict[str, tuple[str, str]] = {}
+        #: message -> the platform message id of this worker's accepted send of it (once its send returned)
+        self._copies: dict[tuple[str, str], str] = {}
         self._early: dict[tuple[str, str], Ack] = {}
         self._early_pmid: dict[str, Ack] = {}
         self._early_expiry: deque[tuple[float, tuple[str, str] | None, str]] = deque()
@@ -93,15 +110,26 @@ class AckRouter:
         self._waiting[key] = future
         return future
 
-    def sent(self, room_id: str, message_id: str, result: SendResult, *, by_watermark: bool = False) -> None:
+    def sent(
+        self, room_id: str, message_id: str, result: SendResult, *, by_watermark: bool = False
+    ) -> asyncio.Future[Ack | None] | None:
         """The send returned ``result``: match acks by its platform id too, including one that came early; with
-        ``by_watermark``, also a watermark ack of the room that covers the send."""
+        ``by_watermark``, also a watermark ack of the room that covers the send. Returns the future to wait on: a new
+        one when the message's was resolved by the ack of another copy of it (``of_copy``), which this copy's own
+        ack (or its timeout) must then settle; None when the message is not waited for."""
         key = (room_id, message_id)
         future = self._waiting.get(key)
         if future is None:
-            return
-        self._waiting_pmid[result.platform_message_id] = key
-        early = self._early_pmid.pop(result.platform_message_id, None)
+            return None
+        pmid = result.platform_message_id
+        self._copies[key] = pmid
+        self._waiting_pmid[pmid] = key
+        if future.done() and not future.cancelled() and not of_copy(future.result(), pmid):
+            # Another copy reached the platform (an earlier attempt whose answer was lost, a previous owner's send)
+            # and was acked while this one was being sent: this one may still be on its way to the device.
+            future = asyncio.get_running_loop().create_future()
+            self._waiting[key] = future
+        early = self._early_pmid.pop(pmid, None)
         if early is not None and not future.done():
             future.set_result(early)
         if by_watermark:
@@ -109,6 +137,7 @@ class AckRouter:
             kept = self._early_watermark.pop(room_id, None)
             if kept is not None and time.monotonic() < kept[0] and not future.done():
                 self._route_watermark(kept[1])
+        return future
 
     def finish(
         self,
@@ -124,6 +153,7 @@ class AckRouter:
         """The message reached its outcome: stop waiting, remember it for late and duplicate acks."""
         key = (room_id, message_id)
         self._waiting.pop(key, None)
+        self._copies.pop(key, None)
         if room_id in self._by_watermark and self._by_watermark[room_id][0] == key:
             del self._by_watermark[room_id]
         if platform_message_id is not None:
@@ -137,8 +167,9 @@ class AckRouter:
 
     def settled(self, room_id: str, message_id: str | None, platform_message_id: str | None) -> str | None:
         """The platform of the message an ack is about, when nothing the ack says can change that message's outcome
-        any more: its ack future was resolved by an earlier ack (``route`` would count this one a duplicate), or
-        it finished and a late ack for it was already reported. None when the ack must be decoded and routed."""
+        any more: its ack future was resolved by an earlier ack of the same copy (``route`` would count this one a
+        duplicate), or it finished and a late ack for it was already reported. None when the ack must be decoded and
+        routed."""
         key = (room_id, message_id) if message_id else self._finished_pmid.get(platform_message_id or "")
         if key is None:
             return None
@@ -147,7 +178,9 @@ class AckRouter:
             if not future.done() or future.cancelled():
                 return None
             resolved_by = future.result()  # None: its deadline passed; its outcome is not recorded yet
-            return resolved_by.platform if resolved_by is not None else None
+            if resolved_by is None or not of_copy(resolved_by, platform_message_id):
+                return None  # resolved by another copy's ack: this one may be the ack of the copy still awaited
+            return resolved_by.platform
         finished = self._finished.get(key)
         if finished is None or (finished.timed_out and not finished.late_reported):
             return None
@@ -167,6 +200,7 @@ class AckRouter:
         """Drop waiting futures of a room whose partition was taken away (they are cancelled by the caller)."""
         for key in [k for k in self._waiting if k[0] == room_id]:
             del self._waiting[key]
+            self._copies.pop(key, None)
 
     def route(self, ack: Ack) -> tuple[Routed, Finished | None]:
         """Resolve the waiting message this ack belongs to, or classify it (early, late, duplicate)."""
@@ -178,8 +212,17 @@ class AckRouter:
         if key is not None:
             future = self._waiting.get(key)
             if future is not None:
+                copy = self._copies.get(key)  # None until this worker's send of it returned
                 if future.done():
+                    resolved_by = None if future.cancelled() else future.result()
+                    if copy is None and resolved_by is not None and not of_copy(resolved_by, ack.platform_message_id):
+                        # Resolved by another copy's ack while this worker's send is still out: this may be the ack
+                        # of that send, which ``sent`` then matches by its platform id.
+                        self._keep_early(ack, None)
+                        return Routed.EARLY, None
                     return Routed.DUPLICATE, None
+                if copy is not None and not of_copy(ack, copy):
+                    return Routed.DUPLICATE, None  # another copy's ack: this worker's copy may still be on its way
                 future.set_result(ack)
                 return Routed.RESOLVED, None
             finished = self._finished.get(key)

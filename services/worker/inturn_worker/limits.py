@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from inturn.errors import PermanentPlatformError, TransientPlatformError
 from inturn.metrics import worker as m
 from inturn.platforms import PlatformAdapter, PreparedSend, RequestWithdrawn, SendResult
-from inturn.schemas import EventType, now_ms
+from inturn.schemas import Ack, EventType, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.events import EventLog
 from inturn_worker.partition import Entry, PartitionGone
@@ -161,6 +161,18 @@ class SendFailed(Exception):
         self.attempt = attempt
 
 
+class AckedMeanwhile(Exception):
+    """The message's ``ack`` came before another attempt was written: a copy sent before (an attempt whose answer was
+    lost, a previous owner's send) reached the platform, so it is not sent again. ``attempts``: the attempts this
+    worker wrote (at least 1, as terminal events count them); ``sent_at_ms``: when the first went out (None: none)."""
+
+    def __init__(self, ack: Ack, attempts: int, sent_at_ms: int | None) -> None:
+        super().__init__(f"acked after {attempts} attempts")
+        self.ack = ack
+        self.attempts = max(1, attempts)
+        self.sent_at_ms = sent_at_ms
+
+
 class Sends:
     """One message to its platform: the account's token bucket and circuit breaker, retries with backoff."""
 
@@ -172,10 +184,17 @@ class Sends:
         self._breaker_policy = BreakerPolicy.of(settings)
         self._rng = random.Random()  # noqa: S311 - backoff jitter, not security
 
-    async def send(self, entry: Entry, adapter: PlatformAdapter, prepared: PreparedSend) -> tuple[SendResult, int, int]:
+    async def send(
+        self,
+        entry: Entry,
+        adapter: PlatformAdapter,
+        prepared: PreparedSend,
+        acked: asyncio.Future[Ack | None] | None = None,
+    ) -> tuple[SendResult, int, int]:
         """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time.
 
-        ``SendFailed`` when the platform refused the message or the retries ran out."""
+        ``SendFailed`` when the platform refused the message or the retries ran out; ``AckedMeanwhile`` when
+        ``acked`` (the message's ack future) holds an ack before an attempt is written."""
         settings = self._settings
         platform = entry.platform
         key = (platform, prepared.account)
@@ -188,6 +207,7 @@ class Sends:
         send_latency = m.for_platform(platform).send_latency
         started = time.monotonic()
         attempt = 0
+        first_sent_at_ms: int | None = None
         while True:
             attempt += 1
             wait = bucket.reserve()  # a token, and how long to wait before using it
@@ -199,7 +219,14 @@ class Sends:
                 m.CIRCUIT_OPEN.labels(platform, prepared.account).set(0)
             if not entry.part.admitted():
                 await entry.part.admit()
+            ack = acked.result() if acked is not None and acked.done() and not acked.cancelled() else None
+            if ack is not None:
+                # Acked while this send waited or retried: the attempt whose answer timed out (or broke) had reached
+                # the platform. Sent again now, the copy could reach the device after the room's next message.
+                raise AckedMeanwhile(ack, attempt - 1, first_sent_at_ms)
             sent_at_ms = now_ms()
+            if first_sent_at_ms is None:
+                first_sent_at_ms = sent_at_ms
             t0 = time.perf_counter()
             try:
                 result = await adapter.send(prepared, entry.part.owned)

@@ -25,7 +25,7 @@ from inturn.settings.worker import WorkerSettings
 from inturn_worker.acks import AckRouter, AckTimeouts
 from inturn_worker.dead_letters import DeadLetters
 from inturn_worker.events import EventLog
-from inturn_worker.limits import SendFailed, Sends
+from inturn_worker.limits import AckedMeanwhile, SendFailed, Sends
 from inturn_worker.partition import Entry, Partition, PartitionGone, Room
 
 log = structlog.get_logger("inturn.worker.room")
@@ -226,19 +226,6 @@ class Delivery:
             raise SendFailed(f"no adapter for platform {platform!r}")
         return adapter
 
-    @staticmethod
-    def _prepared(adapter: PlatformAdapter, entry: Entry) -> PreparedSend:
-        prepared = entry.prepared
-        if prepared is None:
-            try:
-                prepared = adapter.prepare(entry.message(), entry.part.partition)
-            except PermanentPlatformError as exc:
-                prepared = exc
-            entry.prepared = prepared
-        if isinstance(prepared, PermanentPlatformError):
-            raise SendFailed(prepared.reason)
-        return prepared
-
     async def _send_and_wait(self, room: Room, entry: Entry, adapter: PlatformAdapter) -> None:
         """Send, then (in the ack-gated modes) wait for the ack or the timeout.
 
@@ -260,7 +247,12 @@ class Delivery:
                     self._resolved(room, entry, ack, sent_at_ms=None, platform_message_id=ack.platform_message_id)
                     return
         room.in_flight = True
-        result, attempt, sent_at_ms = await self._sends.send(entry, adapter, self._prepared(adapter, entry))
+        try:
+            result, attempt, sent_at_ms = await self._sends.send(entry, adapter, prepared_send(adapter, entry), future)
+        except AckedMeanwhile as acked:  # an earlier copy reached the platform and was acked: not sent again
+            entry.prepared = None
+            self._resolved(room, entry, acked.ack, acked.sent_at_ms, acked.ack.platform_message_id, acked.attempts)
+            return
         entry.prepared = None  # sent: the rendered body is not needed again, and the room may wait long for its ack
         metrics = m.for_platform(platform)
         metrics.dispatched.inc()  # no event: the message's terminal event carries when and how it was sent
@@ -283,7 +275,9 @@ class Delivery:
             )
             return
         sent = SendResult(result.platform_message_id, sent_at_ms)
-        self._router.sent(room.room_id, entry.message_id, sent, by_watermark=adapter.ack_kind is AckKind.WATERMARK)
+        # Only this copy's ack releases the next message: a new future when another copy's ack resolved this one's.
+        by_watermark = adapter.ack_kind is AckKind.WATERMARK
+        future = self._router.sent(room.room_id, entry.message_id, sent, by_watermark=by_watermark) or future
         self._prepare_next(room, adapter)
         timeout = self._timeouts.of(platform)
         deadline = self._deadlines.add(timeout.seconds, expire_future, future)
@@ -402,3 +396,17 @@ class Delivery:
             part.skipped(entry.offset)
         else:
             part.finished(room.room_id, entry.offset, entry.message_id, type_, type_ is not EventType.DEAD_LETTERED)
+
+
+def prepared_send(adapter: PlatformAdapter, entry: Entry) -> PreparedSend:
+    """``entry`` rendered for ``adapter`` (kept on the entry, or rendered now); ``SendFailed`` when it cannot be."""
+    prepared = entry.prepared
+    if prepared is None:
+        try:
+            prepared = adapter.prepare(entry.message(), entry.part.partition)
+        except PermanentPlatformError as exc:
+            prepared = exc
+        entry.prepared = prepared
+    if isinstance(prepared, PermanentPlatformError):
+        raise SendFailed(prepared.reason)
+    return prepared
