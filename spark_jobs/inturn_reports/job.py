@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 
 from inturn.errors import ConfigError, InturnError, exit_status
-from inturn_reports import extract, page
+from inturn_reports import cleanup, extract, legacy, page
+from inturn_reports.cleanup import Cleanup
 from inturn_reports.flags import add_arguments, settings_from
 from inturn_reports.load import (
     csv_bytes,
@@ -43,6 +45,8 @@ from inturn_reports.transform import (
 )
 from inturn_reports.transform.trends import NIGHTLY, SUMMED
 
+_log = structlog.get_logger("inturn_reports")
+
 #: The tables written as Parquet (partitioned by date, published night by night: load.py); summary and worst_rooms
 #: also go to JDBC.
 TABLES = ("summary", "rooms", "worst_rooms", "timeline", "latency_histogram", "platforms")
@@ -62,6 +66,10 @@ class ReportRun:
     jdbc_tables: tuple[str, ...] = ()
     run_id: str = ""
     nights: tuple[str, ...] = ()
+    adopted: tuple[str, ...] = ()  # nights of the earlier layout published by this run (legacy.py)
+    #: What retention and the sweep of unpublished runs deleted (cleanup.py).
+    cleanup: Cleanup = dataclasses.field(default_factory=Cleanup)
+    cleanup_error: str = ""  # why that sweep stopped, if it did (the night itself is published)
 
 
 def parse_time(text: str) -> int:
@@ -159,6 +167,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
     run_id = new_run_id()
     write_tables(store, tables, run_id)
     nights = publish(store, run_id, tables, from_ms, to_ms)
+    adopted = _adopt_legacy(store)
     rows = {name: _rows(tables[name], *order) for name, order in _PAGE_ORDER.items()}
     summary_rows = rows["summary"]
     columns = tables["summary"].column_names
@@ -191,6 +200,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
     source.release()
+    swept, cleanup_error = _sweep(store, settings, run_id)
     return ReportRun(
         out_dir=out,
         html=html_uri,
@@ -202,7 +212,41 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         jdbc_tables=jdbc,
         run_id=run_id,
         nights=tuple(day.isoformat() for day in nights),
+        adopted=tuple(day.isoformat() for day in adopted),
+        cleanup=swept,
+        cleanup_error=cleanup_error,
     )
+
+
+def _adopt_legacy(store: ObjectStore) -> list[dt.date]:
+    """The earlier layout's nights published (``legacy``), so that the trends read them; a failure only logged."""
+    try:
+        adopted = legacy.adopt(store)
+    except (InturnError, OSError, pa.ArrowException) as exc:
+        _log.warning("report_legacy_adoption_failed", out=store.root, error=str(exc))
+        return []
+    if adopted:
+        _log.info("report_legacy_nights_adopted", out=store.root, nights=[d.isoformat() for d in adopted])
+    return adopted
+
+
+def _sweep(store: ObjectStore, settings: ReportSettings, run_id: str) -> tuple[Cleanup, str]:
+    """Retention and the unpublished runs (``cleanup``), after the night is published and its page written: a
+    failure is logged and returned, never the night's (the next night sweeps again)."""
+    try:
+        swept = cleanup.sweep(
+            store,
+            keep_days=settings.report_keep_days,
+            grace=dt.timedelta(seconds=settings.report_cleanup_grace_s),
+            now=dt.datetime.now(dt.UTC),
+            keep_runs={run_id},
+        )
+    except (InturnError, OSError, pa.ArrowException) as exc:
+        _log.warning("report_cleanup_failed", out=store.root, error=str(exc))
+        return Cleanup(), str(exc)
+    _log.info("report_cleanup", out=store.root, expired=list(swept.expired), runs=list(swept.runs),
+              folders=len(swept.folders))  # fmt: skip
+    return swept, ""
 
 
 def _iso(ms: int) -> str:
@@ -238,6 +282,14 @@ def say(result: ReportRun, *, as_json: bool) -> None:
         print(f"skipped unreadable records: events={result.bad_events} acks={result.bad_acks}")
     if result.jdbc_tables:
         print(f"jdbc: {', '.join(result.jdbc_tables)}")
+    if result.adopted:
+        print(f"earlier layout: {len(result.adopted)} nights published ({result.adopted[0]} to {result.adopted[-1]})")
+    swept = result.cleanup
+    if swept.expired or swept.runs or swept.folders:
+        print(f"cleanup: {len(swept.expired)} nights past retention, {len(swept.runs)} unpublished runs, "
+              f"{len(swept.folders)} folders deleted")  # fmt: skip
+    if result.cleanup_error:
+        print(f"cleanup stopped (the night is published; the next night tries again): {result.cleanup_error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ NIGHTS = "_nights"
 RUNS = "runs"
 #: The manifests' format: a reader refuses a manifest of a later one.
 MANIFEST_FORMAT = 1
+_MANIFEST_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
 
 
 class ReportLoadError(InturnError):
@@ -91,19 +93,33 @@ def publish(store: ObjectStore, run: str, tables: Mapping[str, pa.Table], from_m
     staged (``write_tables``). The nights published, in order."""
     nights = sorted({day for frame in tables.values() for day in dates(frame)})
     for day in nights:
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "date": day.isoformat(),
-            "run": run,
-            "range_ms": [from_ms, to_ms],
-            "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "tables": {name: f"{RUNS}/{run}/{name}" for name in tables},
-        }
-        try:
-            store.write(f"{NIGHTS}/{day.isoformat()}.json", json.dumps(manifest, indent=2).encode())
-        except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not publish the night {day} under {store.uri(NIGHTS)}: {exc}") from exc
+        write_manifest(store, day, run, (from_ms, to_ms), {name: f"{RUNS}/{run}/{name}" for name in tables})
     return nights
+
+
+def write_manifest(
+    store: ObjectStore,
+    day: dt.date,
+    run: str,
+    range_ms: tuple[int, int],
+    tables: Mapping[str, str],
+    **extra: Any,
+) -> None:
+    """Publish the night ``day``: its manifest, naming the run and each table's folder (relative to the output),
+    replacing the night's earlier one whole."""
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "date": day.isoformat(),
+        "run": run,
+        "range_ms": list(range_ms),
+        "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tables": dict(tables),
+        **extra,
+    }
+    try:
+        store.write(f"{NIGHTS}/{day.isoformat()}.json", json.dumps(manifest, indent=2).encode())
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not publish the night {day} under {store.uri(NIGHTS)}: {exc}") from exc
 
 
 def published_nights(store: ObjectStore, first: dt.date, last: dt.date) -> list[Night]:
@@ -119,6 +135,22 @@ def published_nights(store: ObjectStore, first: dt.date, last: dt.date) -> list[
         if data is not None:
             nights.append(_night(store.uri(key), data))
         day += dt.timedelta(days=1)
+    return nights
+
+
+def all_nights(store: ObjectStore) -> list[Night]:
+    """Every published night (each manifest under ``_nights/``), in order."""
+    nights = []
+    for key in store.keys(NIGHTS):
+        name = key.rsplit("/", 1)[-1]
+        if not _MANIFEST_NAME.match(name):
+            continue  # a manifest being written (a hidden name on a local disk), or no manifest
+        try:
+            data = store.read(key)
+        except (OSError, pa.ArrowException) as exc:
+            raise ReportLoadError(f"could not read {store.uri(key)}: {exc}") from exc
+        if data is not None:
+            nights.append(_night(store.uri(key), data))
     return nights
 
 
@@ -147,7 +179,7 @@ def read_table(
             continue
         folder = f"{night.tables[name]}/date={night.date.isoformat()}"
         try:
-            files = [k for k in store.keys(folder) if k.endswith(".parquet")]
+            files = [k for k in store.keys(folder) if data_file(k)]
             if not files:
                 raise FileNotFoundError(f"no Parquet file in {store.uri(folder)}")
             paths = [store.path(k) for k in files]
@@ -158,6 +190,12 @@ def read_table(
         except (OSError, pa.ArrowException) as exc:
             raise ReportLoadError(f"could not read the {name} table under {store.uri(folder)}: {exc}") from exc
     return pa.concat_tables(parts)
+
+
+def data_file(key: str) -> bool:
+    """A Parquet file of a table's folder: not ``_SUCCESS``, nor a hidden file (a write in progress, a checksum)."""
+    name = key.rsplit("/", 1)[-1]
+    return name.endswith(".parquet") and not name.startswith((".", "_"))
 
 
 def _cell(value: Any) -> str:

@@ -57,6 +57,19 @@ class ReportSettings(KafkaSettings):
     report_nights: int = Field(
         7, ge=1, description="How many nights (up to --to) the trend charts and the worst rooms of the week cover."
     )
+    report_keep_days: int = Field(
+        400,
+        ge=0,
+        description="Retention: after each good night, the published nights dated more than this many days before "
+        "today (UTC) are deleted, their manifest first, then their tables; 0 keeps every night.",
+    )
+    report_cleanup_grace_s: int = Field(
+        43_200,
+        ge=60,
+        description="After each good night, a run's folder under runs/ that no night's manifest names (a failed "
+        "run's, or one a later run replaced) is deleted once the run started this many seconds ago: longer than any "
+        "run takes, so a run still writing is never touched.",
+    )
     report_grace_ms: int = Field(
         3_600_000,
         ge=0,

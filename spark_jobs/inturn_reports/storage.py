@@ -16,6 +16,7 @@ visible only when it completes; on a local disk it is written under a hidden nam
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import uuid
@@ -140,6 +141,11 @@ class ObjectStore:
         base = self._base.rstrip("/") + "/"
         infos = self._fs.get_file_info(selector)
         return sorted(i.path.removeprefix(base) for i in infos if i.type == pafs.FileType.File)
+
+    def delete(self, key: str) -> None:
+        """The object ``key``; nothing where there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(self.path(key))
 
     def delete_folder(self, prefix: str) -> None:
         """Every object under ``prefix``; nothing where there is none."""
