@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import boto3  # type: ignore[import-untyped]  # boto3 ships no types
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
@@ -21,6 +20,7 @@ from inturn_reports import cleanup, legacy
 from inturn_reports.load import NIGHTS, RUNS, ReportLoadError, publish, read_table, write_tables
 from inturn_reports.storage import ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
+from tests.reports.layouts import legacy_night, row_value
 
 BUCKET = "inturn-retention"
 REGION = "us-east-1"
@@ -41,22 +41,10 @@ def _run_id(start: dt.datetime) -> str:
     return f"{start:%Y%m%dT%H%M%S}Z-{uuid.uuid4().hex[:8]}"
 
 
-def _value(field: pa.Field, day: dt.date, mark: int) -> object:
-    if field.name == "date":
-        return day
-    if field.name == "messages":
-        return mark  # tells which run's rows a night's read returns
-    if pa.types.is_string(field.type):
-        return "room-1" if field.name == "room_id" else "x"
-    if pa.types.is_floating(field.type):
-        return 0.5
-    return 1
-
-
 def _tables(days: list[dt.date], mark: int) -> dict[str, pa.Table]:
     """One row per night in each of the report's tables; ``messages`` = ``mark``."""
     return {
-        name: pa.Table.from_pylist([{f.name: _value(f, d, mark) for f in schema} for d in days], schema)
+        name: pa.Table.from_pylist([{f.name: row_value(f, d, mark) for f in schema} for d in days], schema)
         for name, schema in SCHEMAS.items()
     }
 
@@ -209,26 +197,13 @@ def test_a_manifest_of_a_later_format_stops_the_sweep(store: ObjectStore) -> Non
     assert _runs(store) == {failed}
 
 
-def _legacy_night(store: ObjectStore, day: dt.date, mark: int) -> None:
-    """A night as the report wrote it before manifests: ``<out>/<table>/date=<day>/`` straight under the output,
-    the date only in the folder's name, Spark's file names and markers beside."""
-    for name, schema in SCHEMAS.items():
-        rows = pa.Table.from_pylist([{f.name: _value(f, day, mark) for f in schema}], schema).drop_columns(["date"])
-        folder = f"{name}/date={day.isoformat()}"
-        sink = pa.BufferOutputStream()
-        pq.write_table(rows, sink, compression="snappy")
-        store.write(f"{folder}/part-00000-{uuid.uuid4()}.c000.snappy.parquet", sink.getvalue().to_pybytes())
-        store.write(f"{folder}/.part-00000-{uuid.uuid4()}.c000.snappy.parquet.crc", b"not parquet")
-        store.write(f"{name}/_SUCCESS", b"")
-
-
 def _legacy_keys(store: ObjectStore, day: dt.date) -> list[str]:
     return [k for name in SCHEMAS for k in store.keys(f"{name}/date={day.isoformat()}")]
 
 
 def test_the_nights_of_the_layout_before_manifests_are_adopted_read_replaced_and_expired(store: ObjectStore) -> None:
     for n in range(3):
-        _legacy_night(store, _day(n), mark=100 + n)
+        legacy_night(store, _day(n), mark=100 + n)
     current = _good_run(store, [_day(3)], mark=3, start=_at(3))
     assert _read(store, 0, 3) == {_day(3): 3}  # not read before they are adopted
     # An adopted layout is swept like any other, and before adoption its folders are never touched.
@@ -261,7 +236,7 @@ def test_the_nights_of_the_layout_before_manifests_are_adopted_read_replaced_and
 def test_legacy_adoption_from_the_command_line(store: ObjectStore, capsys: pytest.CaptureFixture[str]) -> None:
     if not store.root.startswith("file:"):
         pytest.skip("the command line is the same for every scheme; its storage is covered above")
-    _legacy_night(store, _day(0), mark=5)
+    legacy_night(store, _day(0), mark=5)
     assert legacy.main(["--out", store.root, "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith(f"would adopt 1 nights under {store.uri(NIGHTS)}: {_day(0)}")
     assert _manifests(store) == []
