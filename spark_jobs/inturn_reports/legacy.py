@@ -1,4 +1,4 @@
-"""Nights written before manifests (up to 2026-11-27: ``<out>/<table>/date=YYYY-MM-DD/part-*.parquet`` straight
+"""Nights written before manifests (before 2026-11-28: ``<out>/<table>/date=YYYY-MM-DD/part-*.parquet`` straight
 under the output, by Arrow or, before 2026-11-26, by Spark's ``partitionBy``), adopted into the manifest layout.
 
 Adopting a night writes its manifest (``_nights/YYYY-MM-DD.json``) naming the folders where its tables already lie

@@ -27,7 +27,7 @@ def row_value(field: pa.Field, day: dt.date, mark: int) -> object:
 
 
 def legacy_night(store: ObjectStore, day: dt.date, mark: int) -> None:
-    """A night as the report wrote it before manifests (up to 2026-11-27): ``<out>/<table>/date=<day>/`` straight
+    """A night as the report wrote it before manifests (before 2026-11-28): ``<out>/<table>/date=<day>/`` straight
     under the output, one row a table, the date only in the folder's name, with Spark's file names, a hidden
     checksum file beside the data and ``_SUCCESS``."""
     for name, schema in SCHEMAS.items():
