@@ -29,7 +29,7 @@ from inturn_reports.load import (
 )
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
-from inturn_reports.storage import ObjectStore, S3Options, hadoop_conf, scheme, to_uri
+from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, hadoop_conf, scheme, to_uri
 from inturn_reports.transform import (
     ReportParams,
     TrendParams,
@@ -134,6 +134,16 @@ def s3_options(settings: ReportSettings) -> S3Options:
     return S3Options(settings.report_s3_endpoint, settings.report_s3_region, settings.report_s3_path_style)
 
 
+def gcs_options(settings: ReportSettings) -> GcsOptions:
+    """How ``gs://`` reaches its endpoint, from the settings."""
+    return GcsOptions(settings.report_gcs_endpoint, settings.report_gcs_anonymous)
+
+
+def output_store(settings: ReportSettings) -> ObjectStore:
+    """The output location's small objects (``storage.ObjectStore``), reached as the settings say."""
+    return ObjectStore(to_uri(settings.report_out_dir), s3_options(settings), gcs_options(settings))
+
+
 def trends(store: ObjectStore, params: TrendParams) -> page.Trends:
     """The last nights as this run and earlier ones published them under the output location."""
     per_night = nightly(read_table(store, "platforms", params.first, params.last, NIGHTLY), params)
@@ -157,11 +167,11 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         top_n=settings.report_top_n,
         timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
     )
-    out = to_uri(settings.report_out_dir)
-    s3 = s3_options(settings)
-    for key, value in hadoop_conf(s3).items():  # Spark hands them to the filesystems of this session's reads/writes
+    store = output_store(settings)
+    out = store.root
+    # Spark hands them to the filesystems of this session's reads and writes.
+    for key, value in hadoop_conf(s3_options(settings), gcs_options(settings)).items():
         spark.conf.set(key, value)
-    store = ObjectStore(out, s3)
     source = _extract(spark, settings, from_ms, to_ms)
     tables = compute_tables(source.events, source.acks, params)
     run_id = new_run_id()

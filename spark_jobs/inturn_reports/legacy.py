@@ -19,7 +19,7 @@ from inturn.errors import InturnError, exit_status
 from inturn.settings import load
 from inturn_reports.load import NIGHTS, all_nights, data_file, write_manifest
 from inturn_reports.settings import ReportSettings
-from inturn_reports.storage import ObjectStore, S3Options, to_uri
+from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
 
 #: The ``run`` of an adopted night's manifest.
@@ -77,8 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load(ReportSettings, **({"report_out_dir": args.out} if args.out else {}))
-        s3 = S3Options(settings.report_s3_endpoint, settings.report_s3_region, settings.report_s3_path_style)
-        store = ObjectStore(to_uri(settings.report_out_dir), s3)
+        store = ObjectStore(
+            to_uri(settings.report_out_dir),
+            S3Options(settings.report_s3_endpoint, settings.report_s3_region, settings.report_s3_path_style),
+            GcsOptions(settings.report_gcs_endpoint, settings.report_gcs_anonymous),
+        )
         nights = adopt(store, dry_run=args.dry_run)
     except InturnError as exc:
         return exit_status("inturn_reports.legacy", exc)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from inturn.settings import KafkaSettings
 
@@ -39,6 +39,15 @@ class ReportSettings(KafkaSettings):
     report_s3_path_style: bool = Field(
         False,
         description="s3a://: address buckets by path (http://host/bucket/key), as most S3-compatible servers want.",
+    )
+    report_gcs_endpoint: str | None = Field(
+        None,
+        description="gs:// through another endpoint than Google's (a private endpoint, a local server): its root URL, "
+        "e.g. https://storage-example.p.googleapis.com. Credentials: Google's application default credentials.",
+    )
+    report_gcs_anonymous: bool = Field(
+        False,
+        description="gs:// with no credentials, for a local server that checks none (needs report_gcs_endpoint).",
     )
     report_master: str = Field("local[2]", description="Spark master when not launched by spark-submit.")
     report_shuffle_partitions: int = Field(
@@ -81,6 +90,13 @@ class ReportSettings(KafkaSettings):
     )
     report_jdbc_user: str | None = Field(None, description="PostgreSQL user for the JDBC load.")
     report_jdbc_password: SecretStr | None = Field(None, description="PostgreSQL password for the JDBC load.")
+
+    @model_validator(mode="after")
+    def _anonymous_needs_an_endpoint(self) -> ReportSettings:
+        """Google itself takes no anonymous writes: without an endpoint the setting can only be a mistake."""
+        if self.report_gcs_anonymous and not self.report_gcs_endpoint:
+            raise ValueError("report_gcs_anonymous is for a local GCS server: set report_gcs_endpoint to its URL")
+        return self
 
     @field_validator("report_input_dir", "report_out_dir", mode="before")
     @classmethod

@@ -1,7 +1,8 @@
 """The output location over months of nights, without Spark (the tables are small Arrow tables written as a run
 writes them): a failed night's leftovers and replaced runs swept after the grace, retention, and the nights of the
-layout before manifests adopted. Each test on a local folder (file://) and on a local S3-compatible server (moto's
-server mode: a real HTTP server on a loopback port, started here)."""
+layout before manifests adopted. Each test on a local folder (file://), on a local S3-compatible server (moto's
+server mode: a real HTTP server on a loopback port, started here) and on a local GCS server (fake-gcs-server,
+gcs_server.py: skipped when it is not built)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from moto.server import ThreadedMotoServer
 from inturn_devtools.process import free_port
 from inturn_reports import cleanup, legacy
 from inturn_reports.load import NIGHTS, RUNS, ReportLoadError, publish, read_table, write_tables
-from inturn_reports.storage import ObjectStore, S3Options, to_uri
+from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
+from tests.reports.gcs_server import gcs_server
 from tests.reports.layouts import legacy_night, row_value
 
 BUCKET = "inturn-retention"
@@ -100,13 +102,24 @@ def s3_endpoint() -> Iterator[str]:
             server.stop()
 
 
-@pytest.fixture(params=["file", "s3a"])
+@pytest.fixture(scope="module")
+def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """fake-gcs-server on a free loopback port with one bucket (the test skips when it is not built)."""
+    with gcs_server(tmp_path_factory.mktemp("gcs")) as server:
+        server.create_bucket(BUCKET)
+        yield server.endpoint
+
+
+@pytest.fixture(params=["file", "s3a", "gs"])
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ObjectStore:
-    """An empty output location: a local folder, or a prefix of its own in the S3 server's bucket."""
+    """An empty output location: a local folder, or a prefix of its own in the S3 or the GCS server's bucket."""
     if request.param == "file":
         return ObjectStore(to_uri(tmp_path_factory.mktemp("out")))
+    prefix = f"{BUCKET}/{uuid.uuid4().hex}"
+    if request.param == "gs":
+        return ObjectStore(f"gs://{prefix}", gcs=GcsOptions(request.getfixturevalue("gcs_endpoint"), anonymous=True))
     endpoint = request.getfixturevalue("s3_endpoint")
-    return ObjectStore(f"s3a://{BUCKET}/{uuid.uuid4().hex}", S3Options(endpoint, REGION, path_style=True))
+    return ObjectStore(f"s3a://{prefix}", S3Options(endpoint, REGION, path_style=True))
 
 
 def _sweep(store: ObjectStore, now: dt.datetime, keep_days: int = 0, keep: str = "") -> cleanup.Cleanup:

@@ -64,6 +64,8 @@ OUTSIDE_FIELDS: Mapping[str, frozenset[str]] = {
         {
             "report_cleanup_grace_s",
             "report_driver_memory",
+            "report_gcs_anonymous",
+            "report_gcs_endpoint",
             "report_grace_ms",
             "report_input_dir",
             "report_jdbc_password",
