@@ -2,8 +2,9 @@
 night (``job.run``, once its nights are published and its page written).
 
 - **Nights past retention** (``INTURN_REPORT_KEEP_DAYS``, 400; 0 keeps all): a night dated more than that many days
-  before today (UTC) is unpublished, its manifest deleted first (from then on no reader reads it), then its tables'
-  ``date=`` folders. The nights the run itself just published are never expired by it.
+  before the latest night published (or before today, UTC, if that night is later) is unpublished, its manifest
+  deleted first (from then on no reader reads it), then its tables' ``date=`` folders. The nights the run itself
+  just published are never expired by it.
 - **Unpublished runs**: a folder ``runs/<run>/`` that no night's manifest names (a run that failed or was killed
   before publishing, or one whose nights a later run replaced) is deleted, and so is a ``date=`` folder of a run
   whose other nights are still published, once that night names another run. Only runs that started more than
@@ -75,8 +76,12 @@ def sweep(
     for night in nights:
         _check_folder(night)
     expired: list[Night] = []
-    if keep_days > 0:
-        cutoff = now.astimezone(dt.UTC).date() - dt.timedelta(days=keep_days)
+    if keep_days > 0 and nights:
+        # Counted back from the latest night published (the nights kept are those of the last keep_days days
+        # reported, whatever the calendar says), but never from a night after today: a night of wrongly dated
+        # records cannot expire the others.
+        latest = min(max(n.date for n in nights), now.astimezone(dt.UTC).date())
+        cutoff = latest - dt.timedelta(days=keep_days)
         expired = [n for n in nights if n.date < cutoff and n.run not in keep_runs]
     deleted_folders: list[str] = []
     for night in expired:

@@ -70,7 +70,8 @@ class ReportSettings(KafkaSettings):
         400,
         ge=0,
         description="Retention: after each good night, the published nights dated more than this many days before "
-        "today (UTC) are deleted, their manifest first, then their tables; 0 keeps every night.",
+        "the latest one (at most today, UTC) are deleted, their manifest first, then their tables; 0 keeps every "
+        "night.",
     )
     report_cleanup_grace_s: int = Field(
         43_200,

@@ -173,33 +173,48 @@ def test_a_night_run_again_leaves_no_replaced_tables_and_the_other_nights_of_the
 def test_retention_unpublishes_and_deletes_only_the_nights_past_it(store: ObjectStore) -> None:
     runs = [_good_run(store, [_day(n)], mark=10 + n, start=_at(n)) for n in range(5)]
     both = _good_run(store, [_day(5), _day(8)], mark=99, start=_at(8))  # one run holding an old and a new night
-    now = _at(8)  # 2026-09-10 03:00 UTC
+    now = _at(8)  # 2026-09-10 03:00 UTC; the latest night is 2026-09-09
 
     assert _sweep(store, now + dt.timedelta(days=3650), keep_days=0) == cleanup.Cleanup()  # 0 keeps every night
     assert len(_manifests(store)) == 7
 
-    # Keep 5 days: the nights before 2026-09-05 (nights 0-3) go, manifest and tables; nights 4, 5 and 8 stay.
-    swept = _sweep(store, now, keep_days=5)
+    # Keep 4 days: the nights before 2026-09-05 (nights 0-3) go, manifest and tables; nights 4, 5 and 8 stay.
+    swept = _sweep(store, now, keep_days=4)
     assert swept.expired == tuple(_day(n).isoformat() for n in range(4))
     assert swept.runs == tuple(runs[:4])  # what was left of them (their _SUCCESS markers) once unnamed
     assert _manifests(store) == [_day(n).isoformat() for n in (4, 5, 8)]
     assert _runs(store) == {runs[4], both}
     assert _read(store, 0, 8) == {_day(4): 14, _day(5): 99, _day(8): 99}
 
-    # A day later night 4 and night 5 are past it; the run holding nights 5 and 8 keeps only night 8's folders.
-    swept = _sweep(store, now + dt.timedelta(days=2), keep_days=5)
+    # Days pass without a new night: the count is from the latest night reported, so nothing more goes.
+    assert _sweep(store, now + dt.timedelta(days=30), keep_days=4) == cleanup.Cleanup()
+
+    # Night 10 reported: nights 4 and 5 are past it; the run holding nights 5 and 8 keeps only night 8's folders.
+    newest = _good_run(store, [_day(10)], mark=7, start=_at(10))
+    swept = _sweep(store, _at(11), keep_days=4)
     assert swept.expired == (_day(4).isoformat(), _day(5).isoformat())
-    assert _manifests(store) == [_day(8).isoformat()]
-    assert _runs(store) == {both}
+    assert _manifests(store) == [_day(8).isoformat(), _day(10).isoformat()]
+    assert _runs(store) == {both, newest}
     assert not [k for k in store.keys(f"{RUNS}/{both}") if f"date={_day(5)}" in k]
-    assert _read(store, 0, 8) == {_day(8): 99}
+    assert _read(store, 0, 10) == {_day(8): 99, _day(10): 7}
+
+
+def test_a_night_dated_after_today_does_not_expire_the_others(store: ObjectStore) -> None:
+    _good_run(store, [_day(0), _day(1), _day(2)], mark=1, start=_at(2))
+    _good_run(store, [_day(900)], mark=2, start=_at(2, hour=5))  # records dated years ahead
+    assert _sweep(store, _at(2, hour=6), keep_days=5) == cleanup.Cleanup()
+    assert _read(store, 0, 900) == {_day(0): 1, _day(1): 1, _day(2): 1, _day(900): 2}
 
 
 def test_retention_never_expires_the_nights_the_sweeping_run_just_published(store: ObjectStore) -> None:
+    recent = _good_run(store, [_day(399)], mark=2, start=_at(399))
     backfill = _good_run(store, [_day(0)], mark=1, start=_at(400))  # a night re-run long after
-    swept = _sweep(store, _at(400, hour=4), keep_days=30, keep=backfill)
-    assert swept == cleanup.Cleanup()
-    assert _read(store, 0, 0) == {_day(0): 1}
+    assert _sweep(store, _at(400, hour=4), keep_days=30, keep=backfill) == cleanup.Cleanup()
+    assert _read(store, 0, 399) == {_day(0): 1, _day(399): 2}
+    # The next night's sweep expires it.
+    swept = _sweep(store, _at(401), keep_days=30)
+    assert swept.expired == (_day(0).isoformat(),)
+    assert _runs(store) == {recent}
 
 
 def test_a_manifest_of_a_later_format_stops_the_sweep(store: ObjectStore) -> None:
@@ -238,7 +253,7 @@ def test_the_nights_of_the_layout_before_manifests_are_adopted_read_replaced_and
     assert _read(store, 0, 3) == {_day(0): 100, _day(1): 7, _day(2): 102, _day(3): 3}
 
     # Retention expires an adopted night like any other: manifest, then its folders.
-    swept = _sweep(store, dt.datetime.combine(_day(6), dt.time(3), dt.UTC), keep_days=5)  # before 2026-09-02
+    swept = _sweep(store, _at(5), keep_days=2)  # 2 days before the latest night (2026-09-04): before 2026-09-02
     assert swept.expired == (_day(0).isoformat(),)
     assert _legacy_keys(store, _day(0)) == []
     assert _read(store, 0, 3) == {_day(1): 7, _day(2): 102, _day(3): 3}
