@@ -210,7 +210,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
     source.release()
-    swept, cleanup_error = _sweep(store, settings, run_id)
+    swept, cleanup_error = sweep_output(store, settings, run_id)
     return ReportRun(
         out_dir=out,
         html=html_uri,
@@ -240,7 +240,7 @@ def _adopt_legacy(store: ObjectStore) -> list[dt.date]:
     return adopted
 
 
-def _sweep(store: ObjectStore, settings: ReportSettings, run_id: str) -> tuple[Cleanup, str]:
+def sweep_output(store: ObjectStore, settings: ReportSettings, run_id: str) -> tuple[Cleanup, str]:
     """Retention and the unpublished runs (``cleanup``), after the night is published and its page written: a
     failure is logged and returned, never the night's (the next night sweeps again)."""
     try:

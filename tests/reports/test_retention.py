@@ -10,15 +10,19 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3  # type: ignore[import-untyped]  # boto3 ships no types
 import pyarrow as pa
 import pytest
 from moto.server import ThreadedMotoServer
+from structlog.testing import capture_logs
 
 from inturn_devtools.process import free_port
 from inturn_reports import cleanup, legacy
+from inturn_reports.job import sweep_output
 from inturn_reports.load import NIGHTS, RUNS, ReportLoadError, publish, read_table, write_tables
+from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
 from tests.reports.gcs_server import gcs_server
@@ -271,3 +275,16 @@ def test_legacy_adoption_from_the_command_line(store: ObjectStore, capsys: pytes
     assert legacy.main(["--out", store.root]) == 0
     assert "adopted 1 nights" in capsys.readouterr().out
     assert _read(store, 0, 0) == {_day(0): 5}
+
+
+def test_a_sweep_that_stops_is_logged_and_returned_and_does_not_fail_the_night(tmp_path: Path) -> None:
+    store = ObjectStore(to_uri(tmp_path))
+    failed = _failed_run(store, [_day(1)], mark=1, start=_at(1))
+    store.write(f"{NIGHTS}/{_day(0)}.json", b'{"format": 99, "date": "2026-09-01", "run": "r", "tables": {}}')
+    settings = ReportSettings(report_source="files", report_out_dir=tmp_path)
+    with capture_logs() as logs:
+        swept, error = sweep_output(store, settings, "20261128T030000Z-00000000")
+    assert swept == cleanup.Cleanup()
+    assert "is of a later manifest format (99)" in error
+    assert logs == [{"event": "report_cleanup_failed", "log_level": "warning", "out": store.root, "error": error}]
+    assert _runs(store) == {failed}
