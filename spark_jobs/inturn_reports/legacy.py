@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from inturn.errors import InturnError, exit_status
 from inturn.settings import load
-from inturn_reports.load import NIGHTS, all_nights, data_file, write_manifest
+from inturn_reports.load import NIGHTS, data_file, published_dates, write_manifest
 from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
@@ -49,7 +49,7 @@ def legacy_nights(store: ObjectStore) -> dict[dt.date, dict[str, str]]:
 def adopt(store: ObjectStore, *, dry_run: bool = False) -> list[dt.date]:
     """Publish every night of the earlier layout that has no manifest yet (the module's doc); the nights adopted
     (or, with ``dry_run``, that would be), in order."""
-    published = {night.date for night in all_nights(store)}
+    published = set(published_dates(store))
     adopted = []
     for day, tables in sorted(legacy_nights(store).items()):
         if day in published:
