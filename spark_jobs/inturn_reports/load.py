@@ -124,19 +124,9 @@ def write_manifest(
 
 
 def published_nights(store: ObjectStore, first: dt.date, last: dt.date) -> list[Night]:
-    """The nights ``first`` to ``last`` that a run published (the others have no manifest), in order."""
-    nights = []
-    day = first
-    while day <= last:
-        key = f"{NIGHTS}/{day.isoformat()}.json"
-        try:
-            data = store.read(key)
-        except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not read {store.uri(key)}: {exc}") from exc
-        if data is not None:
-            nights.append(_night(store.uri(key), data))
-        day += dt.timedelta(days=1)
-    return nights
+    """The nights ``first`` to ``last`` that a run published (the others have no manifest), in order: one listing of
+    ``_nights/``, then the manifests in the range read."""
+    return _read_nights(store, [day for day in published_dates(store) if first <= day <= last])
 
 
 def published_dates(store: ObjectStore) -> list[dt.date]:
@@ -154,8 +144,13 @@ def published_dates(store: ObjectStore) -> list[dt.date]:
 
 
 def all_nights(store: ObjectStore) -> list[Night]:
-    """Every published night (each manifest under ``_nights/``, read 16 at a time: hundreds of small objects), in
-    order."""
+    """Every published night (each manifest under ``_nights/``), in order."""
+    return _read_nights(store, published_dates(store))
+
+
+def _read_nights(store: ObjectStore, days: Sequence[dt.date]) -> list[Night]:
+    """The manifests of ``days`` (16 read at a time: over months they are hundreds of small objects); a night whose
+    manifest went since the listing is left out."""
 
     def read(day: dt.date) -> Night | None:
         key = f"{NIGHTS}/{day.isoformat()}.json"
@@ -166,7 +161,7 @@ def all_nights(store: ObjectStore) -> list[Night]:
         return None if data is None else _night(store.uri(key), data)
 
     with ThreadPoolExecutor(max_workers=16, thread_name_prefix="manifests") as pool:
-        return [night for night in pool.map(read, published_dates(store)) if night is not None]
+        return [night for night in pool.map(read, days) if night is not None]
 
 
 def _night(uri: str, data: bytes) -> Night:
