@@ -4,8 +4,10 @@ under the output, by Arrow or, before 2026-11-26, by Spark's ``partitionBy``), a
 Adopting a night writes its manifest (``_nights/YYYY-MM-DD.json``) naming the folders where its tables already lie
 (``<table>``, relative to the output; ``"run": "legacy"``, ``"legacy": true``): nothing is copied or moved, and from
 then on the trends read it, and retention expires it, like any other night. A night that already has a manifest
-(a run of this layout published it) is left as it is. Each run adopts what it finds after publishing its own nights
-(``job.run``); ``python -m inturn_reports.legacy --out URI`` (``--dry-run``) does it without a run.
+(a run of this layout published it) is left as it is, and so is a night whose files do not read as today's
+tables (logged as ``report_legacy_night_unreadable``; the trends would stop on it). Each run adopts what it finds
+after publishing its own nights (``job.run``); ``python -m inturn_reports.legacy --out URI`` (``--dry-run``) does it
+without a run.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 
+import structlog
+
 from inturn.errors import InturnError, exit_status
 from inturn.settings import load
-from inturn_reports.load import NIGHTS, data_file, published_dates, write_manifest
+from inturn_reports.load import NIGHTS, ReportLoadError, data_file, published_dates, read_night, write_manifest
 from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
 from inturn_reports.transform import SCHEMAS
+
+_log = structlog.get_logger("inturn_reports")
 
 #: The ``run`` of an adopted night's manifest.
 LEGACY_RUN = "legacy"
@@ -53,6 +59,12 @@ def adopt(store: ObjectStore, *, dry_run: bool = False) -> list[dt.date]:
     adopted = []
     for day, tables in sorted(legacy_nights(store).items()):
         if day in published:
+            continue
+        try:  # a night read only if every table reads as today's schema: the trends must not stop on it
+            for name, folder in tables.items():
+                read_night(store, name, folder, day, SCHEMAS[name].names)
+        except ReportLoadError as exc:
+            _log.warning("report_legacy_night_unreadable", night=day.isoformat(), error=str(exc))
             continue
         if not dry_run:
             start = int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp() * 1000)

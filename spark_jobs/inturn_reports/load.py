@@ -182,24 +182,31 @@ def read_table(
     schema = SCHEMAS[name]
     wanted = schema.names if columns is None else list(dict.fromkeys(["date", *columns]))
     target = pa.schema([schema.field(c) for c in wanted])
-    in_files = pa.schema([f for f in schema if f.name != "date"])  # the date is the folder's
     parts = [target.empty_table()]
     for night in published_nights(store, first, last):
-        if name not in night.tables:
-            continue
-        folder = f"{night.tables[name]}/date={night.date.isoformat()}"
-        try:
-            files = [k for k in store.keys(folder) if data_file(k)]
-            if not files:
-                raise FileNotFoundError(f"no Parquet file in {store.uri(folder)}")
-            paths = [store.path(k) for k in files]
-            dataset = ds.dataset(paths, schema=in_files, format="parquet", filesystem=store.filesystem)
-            rows = dataset.to_table(columns=[c for c in wanted if c != "date"])
-            rows = rows.append_column(schema.field("date"), pa.array([night.date] * rows.num_rows, pa.date32()))
-            parts.append(rows.select(wanted))
-        except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not read the {name} table under {store.uri(folder)}: {exc}") from exc
+        if name in night.tables:
+            parts.append(read_night(store, name, night.tables[name], night.date, wanted))
     return pa.concat_tables(parts)
+
+
+def read_night(store: ObjectStore, name: str, folder: str, day: dt.date, columns: Sequence[str]) -> pa.Table:
+    """The rows of the night ``day`` of the table ``name`` in ``folder`` (``<folder>/date=<day>/``, relative to the
+    output), ``columns`` only (``date`` among them, from the folder's name); ReportLoadError where they cannot be
+    read as today's schema."""
+    schema = SCHEMAS[name]
+    in_files = pa.schema([f for f in schema if f.name != "date"])  # the date is the folder's
+    where = f"{folder}/date={day.isoformat()}"
+    try:
+        files = [k for k in store.keys(where) if data_file(k)]
+        if not files:
+            raise FileNotFoundError(f"no Parquet file in {store.uri(where)}")
+        paths = [store.path(k) for k in files]
+        dataset = ds.dataset(paths, schema=in_files, format="parquet", filesystem=store.filesystem)
+        rows = dataset.to_table(columns=[c for c in columns if c != "date"])
+        rows = rows.append_column(schema.field("date"), pa.array([day] * rows.num_rows, pa.date32()))
+        return rows.select(list(columns))
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not read the {name} table under {store.uri(where)}: {exc}") from exc
 
 
 def data_file(key: str) -> bool:

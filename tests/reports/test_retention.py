@@ -14,6 +14,7 @@ from pathlib import Path
 
 import boto3  # type: ignore[import-untyped]  # boto3 ships no types
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 from structlog.testing import capture_logs
@@ -288,3 +289,24 @@ def test_a_sweep_that_stops_is_logged_and_returned_and_does_not_fail_the_night(t
     assert "is of a later manifest format (99)" in error
     assert logs == [{"event": "report_cleanup_failed", "log_level": "warning", "out": store.root, "error": error}]
     assert _runs(store) == {failed}
+
+
+def test_a_night_of_the_earlier_layout_that_does_not_read_as_todays_tables_is_left_unadopted(tmp_path: Path) -> None:
+    store = ObjectStore(to_uri(tmp_path))
+    legacy_night(store, _day(0), mark=5)
+    legacy_night(store, _day(1), mark=6)
+    # Night 1's platforms file of another shape: its message count as text.
+    for key in store.keys(f"platforms/date={_day(1)}"):
+        store.delete(key)
+    odd = pa.table({"platform": ["whatsapp"], "messages": ["six"]})
+    sink = pa.BufferOutputStream()
+    pq.write_table(odd, sink)
+    store.write(f"platforms/date={_day(1)}/part-00000-odd.c000.snappy.parquet", sink.getvalue().to_pybytes())
+
+    with capture_logs() as logs:
+        assert legacy.adopt(store) == [_day(0)]
+    assert [(e["event"], e["night"]) for e in logs] == [("report_legacy_night_unreadable", _day(1).isoformat())]
+    assert "could not read the platforms table" in logs[0]["error"]
+    assert _read(store, 0, 1) == {_day(0): 5}
+    assert _sweep(store, _at(30), keep_days=1).folders == ()  # never adopted, so never swept
+    assert store.keys(f"platforms/date={_day(1)}") == [f"platforms/date={_day(1)}/part-00000-odd.c000.snappy.parquet"]
