@@ -19,12 +19,14 @@ import pytest
 from moto.server import ThreadedMotoServer
 from structlog.testing import capture_logs
 
+from inturn.errors import ConfigError
+from inturn.settings import load
 from inturn_devtools.process import free_port
 from inturn_reports import cleanup, legacy
 from inturn_reports.job import sweep_output
 from inturn_reports.load import NIGHTS, RUNS, ReportLoadError, publish, read_table, write_tables
 from inturn_reports.settings import ReportSettings
-from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, to_uri
+from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, hadoop_conf, to_uri
 from inturn_reports.transform import SCHEMAS
 from tests.reports.gcs_server import gcs_server
 from tests.reports.layouts import legacy_night, row_value
@@ -310,3 +312,13 @@ def test_a_night_of_the_earlier_layout_that_does_not_read_as_todays_tables_is_le
     assert _read(store, 0, 1) == {_day(0): 5}
     assert _sweep(store, _at(30), keep_days=1).folders == ()  # never adopted, so never swept
     assert store.keys(f"platforms/date={_day(1)}") == [f"platforms/date={_day(1)}/part-00000-odd.c000.snappy.parquet"]
+
+
+def test_gcs_without_credentials_is_refused_without_a_local_endpoint() -> None:
+    with pytest.raises(ConfigError, match="report_gcs_anonymous is for a local GCS server"):
+        load(ReportSettings, report_gcs_anonymous=True)
+    settings = load(ReportSettings, report_gcs_anonymous=True, report_gcs_endpoint="http://127.0.0.1:4443")
+    assert hadoop_conf(S3Options(), GcsOptions(settings.report_gcs_endpoint, settings.report_gcs_anonymous)) == {
+        "fs.gs.storage.root.url": "http://127.0.0.1:4443",
+        "fs.gs.auth.type": "UNAUTHENTICATED",
+    }
