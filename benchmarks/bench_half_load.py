@@ -42,7 +42,7 @@ from inturn.kafka import committed_total, make_producer
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
-from inturn_devtools.pipeline import Pipeline, message_value
+from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline, message_value
 from inturn_devtools.receipts import check
 from inturn_devtools.waiting import wait_until
 
@@ -52,9 +52,10 @@ CAPACITY_BACKLOG = 100_000  # messages behind the capacity run's window, more th
 
 
 def produce_paced(
-    settings: KafkaSettings, rooms: int, rate: float, seconds: float, prefix: str
+    settings: KafkaSettings, rooms: int, rate: float, seconds: float, prefix: str, accounts: int = 1
 ) -> dict[str, list[str]]:
-    """Messages to the messages topic at ``rate`` per second for ``seconds``, rooms in turn; each room's order."""
+    """Messages to the messages topic at ``rate`` per second for ``seconds``, rooms in turn; each room's order.
+    ``accounts``: the rooms spread over that many WhatsApp sending accounts (room r: account r mod ``accounts``)."""
     producer = make_producer(settings)
     filler = "x" * PAYLOAD_BYTES
     produced: dict[str, list[str]] = {}
@@ -63,7 +64,9 @@ def produce_paced(
     try:
         while (elapsed := time.monotonic() - t0) < seconds:
             while n < int(elapsed * rate):
-                room, message_id, value = message_value(prefix, n % rooms, n // rooms, filler)
+                r = n % rooms
+                account = f"{PHONE_NUMBER_ID}{r % accounts:03d}" if accounts > 1 else None
+                room, message_id, value = message_value(prefix, r, n // rooms, filler, account=account)
                 producer.produce(settings.topic_messages, key=room, value=value)
                 produced.setdefault(room, []).append(message_id)
                 n += 1

@@ -1,4 +1,4 @@
-"""The whole pipeline's cost per delivered message, as the platforms call it: broker, worker and webhook.
+"""The whole pipeline's cost per delivered message, as the platforms call it: broker, worker, webhook and bridge.
 
 One Kafka broker (JMX on loopback) and one PostgreSQL for the run; per variant of the Kafka clients' configuration,
 on fresh topics:
@@ -7,16 +7,25 @@ on fresh topics:
    ``delivered``, ``read``; 12% of the messages lose every callback), as WhatsApp Cloud and Twilio do, not in
    batches (docs/platform-simulator.md, Callbacks);
 2. idle: every process's CPU (from /proc) over a few seconds with no traffic, stated beside the figures;
-3. messages written to the messages topic at a stated rate (rooms in turn) by a producer with the bridge's producer
-   configuration (it stands in for the bridge, whose Pub/Sub emulator would take a core of this box); after a
-   warm-up, a window over which each process's CPU and the broker's own counters (JMX: requests by type, records and
-   requests per topic) are read at both ends;
+3. messages written to the messages topic at a stated rate (rooms in turn, spread over ``ACCOUNTS`` sending accounts)
+   by a producer with the bridge's producer configuration; after a warm-up, a window over which each process's CPU,
+   the broker's own counters (JMX: requests by type, records and requests per topic) and the backlog (messages
+   offered less the worker group's committed offsets) are read at both ends;
 4. the producer stops, the worker finishes; the receipt log gives the messages delivered in the window (sends the
    simulator accepted), the worker's events its turn->sent and ack latencies (``matrix_figures.latencies``: the
    worker's own timestamps, finer than its histograms' buckets).
 
-Every variant is compared with ``baseline`` (the configuration before issue 42) measured in the same run, in
-alternation when repeated. ``python -m benchmarks.bench_pipeline --help`` runs chosen variants, rates and repeats;
+The bridge is measured in a stage of its own (``bridge_stage``), not in front of every variant: the Pub/Sub emulator
+takes most of a core of a 2-core box at these rates, and beside the broker, worker, webhook and simulator it would
+starve them all and measure the box, not the pipeline. There, at the same rate, a publisher writes the same messages
+to the emulator (ordering key = room), a pull-mode bridge process writes them to Kafka, and the bridge's CPU per
+message written (and, stated apart, the emulator's) is read over a window. The bridge's work does not depend on the
+variants' settings of the worker and webhook.
+
+Two runs: at the stated rate, and at the box's sustainable rate (``sustainable_rate``: the highest of a few rates
+whose backlog does not grow over a short window, searched with the baseline). Every variant is compared with
+``baseline`` (the configuration before issue 42) measured in the same run, in alternation when repeated.
+``python -m benchmarks.bench_pipeline --help`` runs chosen variants, rates and repeats;
 ``make bench BENCH_ARGS=pipeline`` runs this benchmark alone.
 """
 
@@ -31,25 +40,34 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import TopicPartition
+from google.cloud import pubsub_v1
 
 from benchmarks import code_version, fresh_topics
 from benchmarks import matrix_figures as figures
 from benchmarks.bench_half_load import produce_paced
 from benchmarks.bench_matrix import PAYLOAD_BYTES, read_events
-from inturn.kafka import committed_total
+from inturn.kafka import committed_total, make_consumer
 from inturn.schemas import now_ms
-from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres
+from inturn.settings import KafkaSettings
+from inturn_bridge.subscription import ensure
+from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres, LocalPubSub
 from inturn_devtools.kafka import BrokerMetrics
-from inturn_devtools.pipeline import Pipeline
+from inturn_devtools.pipeline import PHONE_NUMBER_ID, Pipeline, message_value
 from inturn_devtools.receipts import check
 from inturn_devtools.waiting import wait_until
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 ROOMS = 2000
+#: WhatsApp sending accounts (phone_number_id) the rooms are spread over: each has its own token bucket and breaker
+#: in the worker, as a business with many numbers has.
+ACCOUNTS = 50
 LOST_SHARE = 0.12
 #: The worker's default. At 1,500 ms (the matrix's) nearly every ack came too late on a box at load 20-40, where the
 #: webhook's Kafka confirmations alone took 2.5 s on average: the acks topic then carried late acks, not the flow.
@@ -84,6 +102,13 @@ class Variant:
     common: dict[str, str] = field(default_factory=dict)
     worker: dict[str, str] = field(default_factory=dict)
     webhook: dict[str, str] = field(default_factory=dict)
+    #: Settled statuses off the acks topic (``INTURN_WEBHOOK_STATUSES_SPLIT``): off unless the variant is about it,
+    #: so that each other candidate is measured alone against the baseline.
+    statuses_split: bool = False
+
+    def webhook_env(self) -> dict[str, str]:
+        """The webhook's settings of this variant, the split spelled out."""
+        return {"INTURN_WEBHOOK_STATUSES_SPLIT": "true" if self.statuses_split else "false", **self.webhook}
 
 
 #: The configuration before issue 42, spelled out so that it stays the baseline whatever the defaults become.
@@ -99,8 +124,8 @@ BASELINE = Variant(
     },
     {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "10"},
 )
-#: Today's defaults (nothing set).
-DEFAULTS = Variant("defaults", 12)
+#: Today's defaults (nothing set but what the defaults are).
+DEFAULTS = Variant("defaults", 12, statuses_split=True)
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
@@ -117,6 +142,14 @@ VARIANTS: dict[str, Variant] = {
                 "INTURN_WORKER_ACKS_FETCH_WAIT_MAX_MS": "10",
                 "INTURN_WORKER_ACKS_FETCH_MIN_BYTES": "65536",
             },
+        ),
+        Variant("statuses", 12, statuses_split=True),
+        Variant(
+            "p4msgfetchstatuses",
+            4,
+            {},
+            {"INTURN_WORKER_FETCH_WAIT_MAX_MS": "100", "INTURN_WORKER_FETCH_MIN_BYTES": "262144"},
+            statuses_split=True,
         ),
         Variant("partitions6", 6),
         Variant("partitions4", 4),
@@ -159,12 +192,47 @@ class Plan:
 FULL = Plan(rate=300, rooms=ROOMS, idle_s=5, warmup_s=10, window_s=40)
 QUICK = Plan(rate=200, rooms=1000, idle_s=3, warmup_s=5, window_s=15)
 COMPONENTS = ("broker", "worker", "webhook", "sim")
+#: The sustainable-rate search: these multiples of the plan's rate, in order, each over a short window; the search
+#: stops at the first whose backlog grows by more than ``BACKLOG_GROWTH_MAX`` of the messages offered in the window.
+#: The warm-up outlasts the ack timeout: until the first lost callbacks time out, the committed offsets (held at each
+#: partition's oldest message without an outcome) fall behind even at a rate the box carries. The margin (2 s of
+#: messages over the window) covers commits every second and timeouts that end in waves.
+SEARCH_FACTORS = (1.0, 1.5, 2.0, 3.0)
+SEARCH_WARMUP_S = ACK_TIMEOUT_MS / 1000 + 5
+SEARCH_WINDOW_S = 20.0
+BACKLOG_GROWTH_MAX = 0.1
+PUBSUB_PROJECT = "inturn-bench"
 
 
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads) from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of every live process of process group ``pgid`` (the emulator is a launcher script
+    and a JVM)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended meanwhile
+            continue
+        if int(fields[2]) == pgid:
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return total
+
+
+def messages_written(settings: KafkaSettings) -> int:
+    """The records on the messages topic (the sum of its partitions' end offsets)."""
+    consumer = make_consumer(settings, "bench-end-offsets")
+    try:
+        topic = settings.topic_messages
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    finally:
+        consumer.close()
 
 
 def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -209,7 +277,7 @@ def measure(
         group=f"bench-{name}",
         sim={**SIM_ENV, **variant.common},
         worker={**WORKER_ENV, **variant.common, **variant.worker},
-        webhook={"INTURN_LOG_LEVEL": "WARNING", **variant.common, **variant.webhook},
+        webhook={"INTURN_LOG_LEVEL": "WARNING", **variant.common, **variant.webhook_env()},
     )
     broker_pid = kafka.pid
     if broker_pid is None:
@@ -236,16 +304,22 @@ def measure(
 
         def feed() -> None:
             try:
-                produced.update(produce_paced(settings, plan.rooms, plan.rate, plan.warmup_s + plan.window_s, name))
+                seconds = plan.warmup_s + plan.window_s
+                produced.update(produce_paced(settings, plan.rooms, plan.rate, seconds, name, ACCOUNTS))
             except BaseException as exc:  # noqa: BLE001 - handed to the measuring thread, which raises it
                 failure.append(exc)
 
+        def backlog() -> int:
+            """Messages offered so far (the producer is paced) less the worker group's committed offsets."""
+            return int((time.monotonic() - fed_at) * plan.rate) - committed_total(settings, line.group)
+
         feeder = threading.Thread(target=feed, name="feed", daemon=True)
+        fed_at = time.monotonic()
         feeder.start()
         time.sleep(plan.warmup_s)
-        start_ms, cpu0, counters0 = now_ms(), cpu(), metrics.snapshot()
+        start_ms, cpu0, counters0, backlog0 = now_ms(), cpu(), metrics.snapshot(), backlog()
         time.sleep(plan.window_s)
-        end_ms, cpu1, counters1 = now_ms(), cpu(), metrics.snapshot()
+        end_ms, cpu1, counters1, backlog1 = now_ms(), cpu(), metrics.snapshot(), backlog()
         load_end = os.getloadavg()
         feeder.join(120)
         if failure:
@@ -269,17 +343,24 @@ def measure(
         "acks": settings.topic_acks,
         "events": settings.topic_events,
         "dlq": settings.topic_dlq,
+        "statuses": settings.topic_statuses,
     }
     latency = figures.latencies(events, receipts, start_ms, end_ms, partition_turns=False)
     return {
         "variant": variant.name,
         "partitions": variant.partitions,
-        "env": {"common": variant.common, "worker": variant.worker, "webhook": variant.webhook},
+        "env": {"common": variant.common, "worker": variant.worker, "webhook": variant.webhook_env()},
+        "rate_msgs_per_s": plan.rate,
         "load_average": {"start": [round(v, 2) for v in load_start], "end": [round(v, 2) for v in load_end]},
         "window_s": round(window_s, 2),
         "produced": total,
         "delivered_in_window": delivered,
         "delivered_msgs_per_s": round(delivered / window_s, 1),
+        "backlog": {
+            "start": backlog0,
+            "end": backlog1,
+            "growth_share": round((backlog1 - backlog0) / max(1.0, plan.rate * window_s), 4),
+        },
         "idle_cores": {k: round(v, 4) for k, v in idle_cores.items()},
         "cpu_us_per_message": {k: round(v / delivered * 1e6, 1) for k, v in used.items()},
         "cpu_us_per_message_less_idle": {
@@ -295,6 +376,160 @@ def measure(
         "ack_timeouts": latency["ack_timeouts"],
         "receipts": figures.verdict(check(receipts, produced), produced, receipts, ACK_TIMEOUT_MS),
     }
+
+
+def sustained(run: dict[str, Any]) -> bool:
+    """Whether the run's backlog grew by at most ``BACKLOG_GROWTH_MAX`` of the messages offered over its window."""
+    return "error" not in run and float(run["backlog"]["growth_share"]) <= BACKLOG_GROWTH_MAX
+
+
+def sustainable_rate(
+    kafka: LocalKafka, pg: LocalPostgres, metrics: BrokerMetrics, plan: Plan, tag: str
+) -> dict[str, Any]:
+    """The highest of ``SEARCH_FACTORS`` times the plan's rate whose backlog does not grow over a short window, with
+    the baseline (the first rate failing ends the search; when even the plan's rate fails, halves of it are tried)."""
+    tried: list[dict[str, Any]] = []
+    best: float | None = None
+
+    def probe(rate: float) -> bool:
+        short = Plan(rate, plan.rooms, 1, SEARCH_WARMUP_S, SEARCH_WINDOW_S)
+        print(f"-- sustainable rate: {rate:.0f} msg/s", flush=True)
+        try:
+            run = measure(kafka, pg, metrics, short, BASELINE, f"search{int(rate)}-{tag}")
+        except Exception as exc:  # noqa: BLE001 - a rate the box cannot carry may fail; it is then not sustained
+            run = {"error": repr(exc)}
+        ok = sustained(run)
+        tried.append(
+            {
+                "rate": rate,
+                "sustained": ok,
+                "backlog": run.get("backlog"),
+                "delivered_msgs_per_s": run.get("delivered_msgs_per_s"),
+                "error": run.get("error"),
+            }
+        )
+        return ok
+
+    for factor in SEARCH_FACTORS:
+        if not probe(plan.rate * factor):
+            break
+        best = plan.rate * factor
+    if best is None:
+        for factor in (0.5, 0.25):
+            if probe(plan.rate * factor):
+                best = plan.rate * factor
+                break
+    return {
+        "rate": best,
+        "tried": tried,
+        "window_s": SEARCH_WINDOW_S,
+        "backlog_growth_max": BACKLOG_GROWTH_MAX,
+    }
+
+
+def publish_paced(topic: str, rooms: int, rate: float, seconds: float, prefix: str) -> int:
+    """The pipeline's messages (``ACCOUNTS`` accounts) published to the Pub/Sub ``topic`` at ``rate`` per second for
+    ``seconds``, ordering key = room; how many."""
+    publisher = pubsub_v1.PublisherClient(
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+    )
+    filler = "x" * PAYLOAD_BYTES
+    futures = []
+    n = 0
+    t0 = time.monotonic()
+    try:
+        while (elapsed := time.monotonic() - t0) < seconds:
+            while n < int(elapsed * rate):
+                r = n % rooms
+                account = f"{PHONE_NUMBER_ID}{r % ACCOUNTS:03d}"
+                room, _, value = message_value(prefix, r, n // rooms, filler, account=account)
+                futures.append(publisher.publish(topic, value, ordering_key=room))
+                n += 1
+            time.sleep(0.005)
+        for future in futures:
+            future.result(120)
+    finally:
+        publisher.stop()
+    return n
+
+
+def bridge_stage(kafka: LocalKafka, pg: LocalPostgres, plan: Plan, tag: str) -> dict[str, Any]:
+    """The bridge's CPU per message it wrote to Kafka, at ``plan.rate``: the emulator, one pull-mode bridge process,
+    a paced publisher (module docstring: why not in front of every variant). The emulator's CPU is stated apart."""
+    name = f"pipe-bridge-{tag}"
+    settings = fresh_topics(kafka.bootstrap, name, BASELINE.partitions)
+    workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, True)
+        pubsub = stack.enter_context(LocalPubSub())
+        emulator = pubsub.pid
+        if emulator is None:
+            raise RuntimeError("the Pub/Sub emulator is not running")
+        stack.enter_context(_environ("PUBSUB_EMULATOR_HOST", pubsub.host))
+        subscription = f"{name}-sub"
+        ensure(PUBSUB_PROJECT, name, subscription)
+        line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}")
+        stack.callback(line.stop)
+        bridge = line.start_bridge(pubsub.host, PUBSUB_PROJECT, subscription)
+
+        def cpu() -> dict[str, float]:
+            return {"bridge": proc_cpu_s(bridge.pid), "emulator": group_cpu_s(emulator)}
+
+        time.sleep(1.0)
+        idle0, t0 = cpu(), time.monotonic()
+        time.sleep(plan.idle_s)
+        idle = cpu_delta(idle0, cpu())
+        idle_s = time.monotonic() - t0
+        published: list[int] = []
+        failure: list[BaseException] = []
+        topic = pubsub_v1.PublisherClient.topic_path(PUBSUB_PROJECT, name)
+
+        def feed() -> None:
+            try:
+                published.append(publish_paced(topic, plan.rooms, plan.rate, plan.warmup_s + plan.window_s, name))
+            except BaseException as exc:  # noqa: BLE001 - handed to the measuring thread, which raises it
+                failure.append(exc)
+
+        feeder = threading.Thread(target=feed, name="publish", daemon=True)
+        feeder.start()
+        time.sleep(plan.warmup_s)
+        t1, cpu0, written0 = time.monotonic(), cpu(), messages_written(settings)
+        time.sleep(plan.window_s)
+        t2, cpu1, written1 = time.monotonic(), cpu(), messages_written(settings)
+        feeder.join(180)
+        if failure:
+            raise failure[0]
+    written, window_s = written1 - written0, t2 - t1
+    if not written:
+        raise RuntimeError(f"{name}: the bridge wrote nothing in the window")
+    used = cpu_delta(cpu0, cpu1)
+    idle_cores = {k: v / idle_s for k, v in idle.items()}
+    return {
+        "rate_msgs_per_s": plan.rate,
+        "window_s": round(window_s, 2),
+        "published": published[0] if published else None,
+        "written_in_window": written,
+        "written_msgs_per_s": round(written / window_s, 1),
+        "idle_cores": {k: round(v, 4) for k, v in idle_cores.items()},
+        "cpu_us_per_message": {k: round(v / written * 1e6, 1) for k, v in used.items()},
+        "cpu_us_per_message_less_idle": {
+            k: round(max(0.0, v - idle_cores[k] * window_s) / written * 1e6, 1) for k, v in used.items()
+        },
+    }
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name`` set to ``value`` in this process's environment meanwhile (the Pub/Sub client reads it)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def compare(run: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
@@ -320,14 +555,46 @@ def compare(run: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bench(plan: Plan, names: list[str], repeats: int) -> dict[str, Any]:
-    """Every variant of ``names`` (the baseline first in each round), ``repeats`` rounds."""
-    if "baseline" not in names:
-        names = ["baseline", *names]
+def rounds_at(
+    kafka: LocalKafka, pg: LocalPostgres, metrics: BrokerMetrics, plan: Plan, names: list[str], repeats: int, tag: str
+) -> list[dict[str, Any]]:
+    """``repeats`` rounds of every variant of ``names`` (the baseline first) at ``plan``, each compared with the
+    baseline of its round."""
+    rounds: list[dict[str, Any]] = []
+    for r in range(repeats):
+        runs: dict[str, Any] = {}
+        for n in names:
+            print(f"-- {plan.rate:.0f} msg/s, round {r + 1}: {n}", flush=True)
+            try:
+                runs[n] = measure(kafka, pg, metrics, plan, VARIANTS[n], f"{n}-{r}-{tag}")
+            except Exception as exc:  # noqa: BLE001 - one failed variant must not hide the others
+                print(f"variant {n} failed: {exc!r}", file=sys.stderr, flush=True)
+                runs[n] = {"variant": n, "error": repr(exc)}
+        base = runs.get("baseline", {})
+        for n, result in runs.items():
+            if n != "baseline" and "error" not in result and "error" not in base:
+                result["vs_baseline"] = compare(result, base)
+        rounds.append(runs)
+    return rounds
+
+
+def bench(
+    plan: Plan,
+    names: list[str],
+    repeats: int,
+    *,
+    sustainable: bool = True,
+    sustainable_names: list[str] | None = None,
+    bridge: bool = True,
+) -> dict[str, Any]:
+    """Every variant of ``names`` (the baseline first in each round), ``repeats`` rounds at the plan's rate; then,
+    with ``sustainable``, those of ``sustainable_names`` (default: the same) at the box's sustainable rate (searched
+    first); with ``bridge``, the bridge's stage at the plan's rate."""
     names = ["baseline", *(n for n in names if n != "baseline")]
+    at_sustainable = ["baseline", *(n for n in (sustainable_names or names) if n != "baseline")]
     started = time.time()
     code = code_version()
-    rounds: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         # A loaded box (load average 30 on 2 cores) took more than the launcher's default minute to start Kafka.
         kafka = LocalKafka(heap_mb=768, jmx=True)
@@ -343,20 +610,20 @@ def bench(plan: Plan, names: list[str], repeats: int) -> dict[str, Any]:
             print("-- warm-up (not counted)", flush=True)
             with contextlib.suppress(Exception):
                 measure(kafka, pg, metrics, warm, BASELINE, f"warmup-{int(started)}")
-            for r in range(repeats):
-                runs: dict[str, Any] = {}
-                for n in names:
-                    print(f"-- round {r + 1}: {n}", flush=True)
-                    try:
-                        runs[n] = measure(kafka, pg, metrics, plan, VARIANTS[n], f"{n}-{r}-{int(started)}")
-                    except Exception as exc:  # noqa: BLE001 - one failed variant must not hide the others
-                        print(f"variant {n} failed: {exc!r}", file=sys.stderr, flush=True)
-                        runs[n] = {"variant": n, "error": repr(exc)}
-                base = runs.get("baseline", {})
-                for n, result in runs.items():
-                    if n != "baseline" and "error" not in result and "error" not in base:
-                        result["vs_baseline"] = compare(result, base)
-                rounds.append(runs)
+            out["rounds"] = rounds_at(kafka, pg, metrics, plan, names, repeats, str(int(started)))
+            if sustainable:
+                search = sustainable_rate(kafka, pg, metrics, plan, str(int(started)))
+                out["sustainable"] = search
+                if search["rate"] is not None:
+                    at = Plan(search["rate"], plan.rooms, plan.idle_s, plan.warmup_s, plan.window_s)
+                    search["rounds"] = rounds_at(kafka, pg, metrics, at, at_sustainable, repeats, f"s{int(started)}")
+            if bridge:
+                print("-- bridge stage", flush=True)
+                try:
+                    out["bridge"] = bridge_stage(kafka, pg, plan, str(int(started)))
+                except Exception as exc:  # noqa: BLE001 - the variants' figures stand without it
+                    print(f"bridge stage failed: {exc!r}", file=sys.stderr, flush=True)
+                    out["bridge"] = {"error": repr(exc)}
         finally:
             metrics.close()
     return {
@@ -368,6 +635,7 @@ def bench(plan: Plan, names: list[str], repeats: int) -> dict[str, Any]:
         "setup": {
             "rate_msgs_per_s": plan.rate,
             "rooms": plan.rooms,
+            "accounts": ACCOUNTS,
             "idle_s": plan.idle_s,
             "warmup_s": plan.warmup_s,
             "window_s": plan.window_s,
@@ -378,24 +646,29 @@ def bench(plan: Plan, names: list[str], repeats: int) -> dict[str, Any]:
             "statuses_per_callback": 1,
             "workers": 1,
         },
-        "variants": {n: _describe(VARIANTS[n]) for n in names},
-        "rounds": rounds,
+        "variants": {n: _describe(VARIANTS[n]) for n in dict.fromkeys([*names, *at_sustainable])},
+        **out,
     }
 
 
 def _describe(v: Variant) -> dict[str, Any]:
-    return {"partitions": v.partitions, "common": v.common, "worker": v.worker, "webhook": v.webhook}
+    return {"partitions": v.partitions, "common": v.common, "worker": v.worker, "webhook": v.webhook_env()}
 
 
 #: What ``make bench`` runs against the baseline: the candidates of issue 42 that measured below the baseline's broker
 #: CPU on a loaded box (fewer partitions, fuller fetches of the messages consumer, no compression), alone and
-#: together. None has become a default: none reached half the baseline's broker CPU in a run there (docs/benchmarks.md).
-RUN_VARIANTS = ["partitions4", "msgfetch", "p4msgfetch", "p4msgfetchnone"]
+#: together, and settled statuses off the acks topic, alone and with the best of those.
+RUN_VARIANTS = ["statuses", "partitions4", "msgfetch", "p4msgfetch", "p4msgfetchnone", "p4msgfetchstatuses"]
+#: What the second run, at the box's sustainable rate, measures against the baseline.
+SUSTAINABLE_VARIANTS = ["statuses", "p4msgfetchstatuses"]
 
 
 def run(quick: bool) -> dict[str, Any]:
-    """The baseline against the candidates, once (quick: a smaller plan)."""
-    return bench(QUICK if quick else FULL, RUN_VARIANTS, 1)
+    """The baseline against the candidates at the stated rate, then at the sustainable rate, and the bridge's stage
+    (quick: a smaller plan, no sustainable-rate search)."""
+    if quick:
+        return bench(QUICK, RUN_VARIANTS, 1, sustainable=False)
+    return bench(FULL, RUN_VARIANTS, 1, sustainable_names=SUSTAINABLE_VARIANTS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -405,13 +678,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--rate", type=float)
     parser.add_argument("--window", type=float)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a smaller plan; no sustainable-rate search")
+    parser.add_argument("--no-bridge", action="store_true", help="leave out the bridge's stage")
     parser.add_argument("--out", type=Path, default=Path("var/bench/pipeline-dev.json"))
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.rate or args.window:
         plan = Plan(args.rate or plan.rate, plan.rooms, plan.idle_s, plan.warmup_s, args.window or plan.window_s)
-    result = bench(plan, args.variants, args.repeats)
+    result = bench(plan, args.variants, args.repeats, sustainable=not args.quick, bridge=not args.no_bridge)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -8,24 +8,45 @@ from typing import Any
 
 from benchmarks.docs_figures import dig, figure, source, table
 
-#: The components whose CPU per delivered message is stacked, bottom to top.
-STACKED = ("broker", "worker", "webhook")
-TOPICS = ("messages", "acks", "events")
+#: The components whose CPU per delivered message is stacked, bottom to top: those measured in every variant's run,
+#: then the bridge, measured in a stage of its own (``bench_pipeline.bridge_stage``) and the same under every bar.
+MEASURED = ("broker", "worker", "webhook")
+STACKED = (*MEASURED, "bridge")
+TOPICS = ("messages", "acks", "statuses", "events")
 BOUNDS = ("latency_within_10ms", "worker_webhook_not_above")
 
 
+def bridge_us(p: Mapping[str, Any]) -> float | None:
+    """The bridge's CPU µs per message it wrote, from its stage (None when it did not run or failed)."""
+    value = dig(p, "bridge", "cpu_us_per_message", "bridge")
+    return None if value is None else float(value)
+
+
+def _all_rounds(p: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(label, the round's runs) of the run at the stated rate, then of the run at the sustainable rate."""
+    stated = p.get("rounds") or []
+    at_sustainable = dig(p, "sustainable", "rounds") or []
+    many = len(stated) > 1 or len(at_sustainable) > 1
+    out = [(f"#{i + 1}" if many else "", runs) for i, runs in enumerate(stated)]
+    rate = dig(p, "sustainable", "rate")
+    out += [(f"@{figure(rate)}" + (f" #{i + 1}" if many else ""), runs) for i, runs in enumerate(at_sustainable)]
+    return out
+
+
 def plot_series(p: Mapping[str, Any]) -> tuple[list[str], dict[str, list[float]]]:
-    """Categories (each variant of every round) and, per component, its CPU µs per delivered message."""
+    """Categories (each variant of every round, at the stated rate then at the sustainable one) and, per component,
+    its CPU µs per delivered message (the bridge's from its own stage)."""
     labels: list[str] = []
     series: dict[str, list[float]] = {c: [] for c in STACKED}
-    many = len(p.get("rounds") or []) > 1
-    for i, runs in enumerate(p.get("rounds") or []):
+    bridge = bridge_us(p) or 0.0
+    for tag, runs in _all_rounds(p):
         for name, run in runs.items():
             if "error" in run:
                 continue
-            labels.append(f"{name} #{i + 1}" if many else name)
-            for c in STACKED:
+            labels.append(f"{name} {tag}".strip())
+            for c in MEASURED:
                 series[c].append(float(dig(run, "cpu_us_per_message", c) or 0.0))
+            series["bridge"].append(bridge)
     return labels, series
 
 
@@ -49,17 +70,22 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         f"{figure(100 * float(setup.get('lost_share') or 0))}% of the messages lose every callback, each costing its "
         f"room the {figure(setup.get('ack_timeout_ms'))} ms ack timeout). A producer with the bridge's producer "
         f"settings offers {figure(setup.get('rate_msgs_per_s'))} msg/s over {figure(setup.get('rooms'))} rooms in turn "
-        "(the box's sustainable rate is not measured here: the half-load section measures it); after a "
+        f"({figure(setup.get('accounts'))} sending accounts), then, in a second run, the box's sustainable rate "
+        "(below); after a "
         f"{figure(setup.get('warmup_s'))} s warm-up, a {figure(setup.get('window_s'))} s window. CPU per delivered "
         "message is each process's CPU (/proc, all threads) over the window divided by the sends the simulator "
         "accepted in it; the idle cost (every process up, no traffic, "
         f"{figure(setup.get('idle_s'))} s) is stated beside it and *not* subtracted. Records and requests per "
         "delivered message are the broker's own counters (BrokerTopicMetrics per topic, RequestMetrics by type) "
         "over the window. Latencies are from the worker's events: *turn→sent* as in the half-load section, *ack* "
-        "the ack's way back to the worker less the latency the simulator injected. The bridge is not in this run "
-        "(its Pub/Sub emulator would take a core of this box): the producer stands in for its Kafka side.",
+        "the ack's way back to the worker less the latency the simulator injected. The bridge is measured in a "
+        "stage of its own, not in front of every variant (the Pub/Sub emulator would take most of a core of this box "
+        "and starve the others): there a pull-mode bridge process writes the same messages, published to the "
+        "emulator at the stated rate, to Kafka, and its CPU per message written is stacked on every bar.",
         "",
     ]
+    out += bridge_lines(p)
+    out += sustainable_lines(p)
     variants: Mapping[str, Any] = p.get("variants", {})
     out += table(
         ["variant", "partitions", "settings (beside today's defaults)"],
@@ -75,19 +101,20 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
     )
     out += [f"![CPU per delivered message, stacked]({plots_rel}/pipeline.svg)", ""]
     rows = []
-    for i, runs in enumerate(p.get("rounds") or []):
+    for tag, runs in _all_rounds(p):
         for name, run in runs.items():
+            label = f"{name} {tag or '#1'}"
             if "error" in run:
-                rows.append([f"{name} #{i + 1}", "failed: " + str(run["error"])[:80], *[""] * 8])
+                rows.append([label, "failed: " + str(run["error"])[:80], *[""] * 8])
                 continue
             cpu, idle = run.get("cpu_us_per_message", {}), run.get("idle_cores", {})
             loads = run.get("load_average", {})
             rows.append(
                 [
-                    f"{name} #{i + 1}",
+                    label,
                     figure(run.get("delivered_msgs_per_s")),
-                    *(figure(cpu.get(c)) for c in STACKED),
-                    " / ".join(figure(idle.get(c), 3) for c in STACKED),
+                    *(figure(cpu.get(c)) for c in MEASURED),
+                    " / ".join(figure(idle.get(c), 3) for c in MEASURED),
                     _p(dig(run, "latency_ms", "turn_to_sent")),
                     _p(dig(run, "latency_ms", "ack")),
                     figure(dig(run, "receipts", "lost")),
@@ -111,11 +138,11 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
     )
     out += ["Per delivered message, from the broker's counters:", ""]
     rows = []
-    for i, runs in enumerate(p.get("rounds") or []):
+    for tag, runs in _all_rounds(p):
         for name, run in runs.items():
             if "error" in run:
                 continue
-            cells = [f"{name} #{i + 1}"]
+            cells = [f"{name} {tag or '#1'}"]
             for t in TOPICS:
                 tp = dig(run, "broker", "topics", t) or {}
                 cells.append(
@@ -140,7 +167,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         rows,
     )
     rows = []
-    for i, runs in enumerate(p.get("rounds") or []):
+    for tag, runs in _all_rounds(p):
         for name, run in runs.items():
             vs = run.get("vs_baseline")
             if not vs:
@@ -148,8 +175,8 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
             ratio, delta = vs.get("cpu_ratio", {}), vs.get("p99_delta", {})
             rows.append(
                 [
-                    f"{name} #{i + 1}",
-                    *(figure(ratio.get(c), 3) for c in STACKED),
+                    f"{name} {tag or '#1'}",
+                    *(figure(ratio.get(c), 3) for c in MEASURED),
                     figure(delta.get("turn_to_sent_p99_ms")),
                     figure(delta.get("ack_p99_ms")),
                     "yes" if all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS)) else "no",
@@ -187,16 +214,61 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
     return out
 
 
+def bridge_lines(p: Mapping[str, Any]) -> list[str]:
+    """The bridge's stage in a sentence (or why it has no figure)."""
+    stage = p.get("bridge")
+    if not stage:
+        return ["The bridge's stage did not run.", ""]
+    if "error" in stage:
+        return [f"The bridge's stage failed: {str(stage['error'])[:120]}.", ""]
+    cpu, less, idle = (
+        stage.get("cpu_us_per_message", {}),
+        stage.get("cpu_us_per_message_less_idle", {}),
+        stage.get("idle_cores", {}),
+    )
+    return [
+        f"Bridge stage: {figure(stage.get('written_msgs_per_s'))} msg/s written to Kafka over "
+        f"{figure(stage.get('window_s'))} s (offered {figure(stage.get('rate_msgs_per_s'))} msg/s); the bridge "
+        f"**{figure(cpu.get('bridge'))} µs** of CPU per message ({figure(less.get('bridge'))} less its idle "
+        f"{figure(idle.get('bridge'), 3)} cores), the emulator {figure(cpu.get('emulator'))} µs per message (not "
+        "counted: real Pub/Sub is Google's cost).",
+        "",
+    ]
+
+
+def sustainable_lines(p: Mapping[str, Any]) -> list[str]:
+    """The sustainable-rate search: each rate tried and whether its backlog held."""
+    search = p.get("sustainable")
+    if not search:
+        return ["The sustainable rate was not searched in this run.", ""]
+    tried = ", ".join(
+        f"{figure(t.get('rate'))} msg/s "
+        + ("held" if t.get("sustained") else "grew" if t.get("backlog") else "failed")
+        + (f" ({figure(100 * float(t['backlog']['growth_share']), 1)}%)" if t.get("backlog") else "")
+        for t in search.get("tried") or []
+    )
+    rate = search.get("rate")
+    head = (
+        f"The box's sustainable rate: **{figure(rate)} msg/s**, the highest rate tried whose backlog (messages offered "
+        f"less the committed offsets) grew by at most {figure(100 * float(search.get('backlog_growth_max') or 0))}% "
+        f"of the messages offered over a {figure(search.get('window_s'))} s window, with the baseline"
+        if rate is not None
+        else "No rate tried held its backlog"
+    )
+    return [f"{head}: {tried}. Rows marked @{figure(rate)} are the second run, at that rate.", ""]
+
+
 def pipeline_reading(p: Mapping[str, Any]) -> list[str]:
     """Plain statements from the figures: each candidate's verdict, and whether the box let the latencies count."""
     out: list[str] = []
-    for i, runs in enumerate(p.get("rounds") or []):
+    for tag, runs in _all_rounds(p):
+        where = f"Round {tag or '#1'}"
         base = runs.get("baseline", {})
         loads = [v for r in runs.values() for v in (dig(r, "load_average", "start") or [None])[:1] if v is not None]
         ack_p50 = dig(base, "latency_ms", "ack", "p50")
         if ack_p50 is not None and ack_p50 > 1000:
             out.append(
-                f"- Round {i + 1}: the baseline's acks reached the worker {figure(ack_p50)} ms (p50) after the latency "
+                f"- {where}: the baseline's acks reached the worker {figure(ack_p50)} ms (p50) after the latency "
                 f"the simulator injected, at a load average of {figure(min(loads))} to {figure(max(loads))} on "
                 f"{figure(p.get('cpus'))} CPUs: the ack path waited for CPU, not for Kafka's settings, and most "
                 "messages timed out; this round cannot judge the latency bounds."
@@ -206,10 +278,10 @@ def pipeline_reading(p: Mapping[str, Any]) -> list[str]:
             if not vs:
                 continue
             met = all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS))
-            ratio = {c: figure(dig(vs, "cpu_ratio", c), 3) for c in STACKED}
+            ratio = {c: figure(dig(vs, "cpu_ratio", c), 3) for c in MEASURED}
             verdict = "met" if met else "not met"
             out.append(
-                f"- Round {i + 1}, {name}: broker CPU per delivered message {ratio['broker']} of the baseline's, "
+                f"- {where}, {name}: broker CPU per delivered message {ratio['broker']} of the baseline's, "
                 f"worker {ratio['worker']}, webhook {ratio['webhook']}: the issue's bounds are {verdict}."
             )
     return [*out, ""] if out else []
@@ -229,7 +301,7 @@ def sizing(run: Mapping[str, Any], rates: tuple[int, ...] = SIZING_RATES) -> lis
     cpu = run.get("cpu_us_per_message", {})
     rows = []
     for rate in rates:
-        cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in STACKED}
+        cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in MEASURED}
         workers = max(1, math.ceil(cores["worker"] / SIZING_UTILIZATION))
         rows.append(
             {

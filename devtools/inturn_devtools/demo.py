@@ -202,6 +202,7 @@ def run(
         topic_acks="inturn.demo.acks",
         topic_events="inturn.demo.events",
         topic_dlq="inturn.demo.dlq",
+        topic_statuses="inturn.demo.statuses",
         topic_partitions=4,
     )
     results: list[ModeResult] = []
@@ -229,6 +230,7 @@ def run(
             "INTURN_KAFKA_BOOTSTRAP": state.kafka_bootstrap,
             "INTURN_TOPIC_EVENTS": shared.topic_events,
             "INTURN_TOPIC_ACKS": shared.topic_acks,
+            "INTURN_TOPIC_STATUSES": shared.topic_statuses,
         }
         summary = _report(report_env, since, until, out / "report")
     finally:

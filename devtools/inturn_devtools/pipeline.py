@@ -116,6 +116,7 @@ class Pipeline:
             "INTURN_TOPIC_ACKS": t.topic_acks,
             "INTURN_TOPIC_EVENTS": t.topic_events,
             "INTURN_TOPIC_DLQ": t.topic_dlq,
+            "INTURN_TOPIC_STATUSES": t.topic_statuses,
             "INTURN_LOG_FORMAT": "json",
         }
 

@@ -2,6 +2,8 @@
 
 Messages and acks must have the same partition count: the worker owning messages partition p
 reads acks partition p (docs/architecture.md, invariant 5). ``check`` refuses a layout that breaks this.
+The statuses topic (statuses that can no longer change an outcome, read by the nightly report only) may have any
+partition count.
 
 Durability: inturn's producers write with ``acks=all``, which means "every in-sync replica has it", and the in-sync
 set may shrink to ``min.insync.replicas``. Topics are created with ``min.insync.replicas`` = replication factor - 1
@@ -37,31 +39,40 @@ class TopicLayout:
     acks: int | None
     events: int | None
     dlq: int | None
+    statuses: int | None = None
 
 
 class TopicNames(TypedDict):
-    """The four topic settings, as keyword arguments of ``KafkaSettings`` (and the settings built on it)."""
+    """The five topic settings, as keyword arguments of ``KafkaSettings`` (and the settings built on it)."""
 
     topic_messages: str
     topic_acks: str
     topic_events: str
     topic_dlq: str
+    topic_statuses: str
 
 
 def prefixed(prefix: str) -> TopicNames:
-    """The four topic settings of a set of topics of its own (``<prefix>.messages``, ``.acks``, ``.events``,
-    ``.dlq``), for a test, a benchmark or a demo run: ``KafkaSettings(..., **prefixed("run1"))``."""
+    """The five topic settings of a set of topics of its own (``<prefix>.messages``, ``.acks``, ``.events``,
+    ``.dlq``, ``.statuses``), for a test, a benchmark or a demo run: ``KafkaSettings(..., **prefixed("run1"))``."""
     return TopicNames(
         topic_messages=f"{prefix}.messages",
         topic_acks=f"{prefix}.acks",
         topic_events=f"{prefix}.events",
         topic_dlq=f"{prefix}.dlq",
+        topic_statuses=f"{prefix}.statuses",
     )
 
 
 def topic_names(settings: KafkaSettings) -> list[str]:
-    """The four topics, in a fixed order: messages, acks, events, dead letters."""
-    return [settings.topic_messages, settings.topic_acks, settings.topic_events, settings.topic_dlq]
+    """The five topics, in a fixed order: messages, acks, events, dead letters, statuses."""
+    return [
+        settings.topic_messages,
+        settings.topic_acks,
+        settings.topic_events,
+        settings.topic_dlq,
+        settings.topic_statuses,
+    ]
 
 
 def describe(admin: AdminClient, settings: KafkaSettings, timeout: float = 10.0) -> TopicLayout:
@@ -93,7 +104,8 @@ def durability_config(replication: int) -> dict[str, str]:
 
 #: The acks topic's records carry the broker's time, not the webhook host's: a new owner of a partition finds the
 #: acks published before its assignment with ``offsets_for_times`` on its own clock, and a webhook whose clock ran
-#: minutes behind would have hidden them all (docs/reliability.md, the clock rows).
+#: minutes behind would have hidden them all (docs/reliability.md, the clock rows). The statuses topic too: the
+#: nightly report selects both topics' records by that time, the same way.
 ACKS_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 
@@ -101,14 +113,14 @@ def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -
     """Create whichever of inturn's topics are missing, with ``durability_config``; returns the names created.
     Idempotent: an existing topic is left as it is (``findings`` says what is wrong with it)."""
     layout = describe(admin, settings, timeout=min(timeout, 10.0))
-    existing = dict(zip(topic_names(settings), [layout.messages, layout.acks, layout.events, layout.dlq], strict=True))
+    existing = dict(zip(topic_names(settings), _counts(layout), strict=True))
     config = {"retention.ms": str(settings.topic_retention_ms), **durability_config(settings.topic_replication)}
     new = [
         NewTopic(
             name,
             num_partitions=settings.topic_partitions,
             replication_factor=settings.topic_replication,
-            config={**config, **ACKS_CONFIG} if name == settings.topic_acks else config,
+            config={**config, **ACKS_CONFIG} if name in (settings.topic_acks, settings.topic_statuses) else config,
         )
         for name, count in existing.items()
         if count is None
@@ -149,15 +161,21 @@ def wait_visible(admin: AdminClient, names: list[str], timeout: float = 30.0) ->
         time.sleep(0.05)
 
 
-def check(admin: AdminClient, settings: KafkaSettings) -> TopicLayout:
-    """Raise unless all four topics exist and messages and acks have equal partition counts."""
+def _counts(layout: TopicLayout) -> list[int | None]:
+    """The layout's partition counts in ``topic_names`` order."""
+    return [layout.messages, layout.acks, layout.events, layout.dlq, layout.statuses]
+
+
+def check(admin: AdminClient, settings: KafkaSettings, *, statuses: bool = False) -> TopicLayout:
+    """Raise unless the four topics every service uses exist (and, with ``statuses``, the statuses topic: the
+    webhook writes it when it keeps settled statuses off the acks topic) and messages and acks have equal
+    partition counts."""
     layout = describe(admin, settings)
+    names = topic_names(settings)
     missing = [
         name
-        for name, count in zip(
-            topic_names(settings), [layout.messages, layout.acks, layout.events, layout.dlq], strict=True
-        )
-        if count is None
+        for name, count in zip(names, _counts(layout), strict=True)
+        if count is None and (statuses or name != settings.topic_statuses)
     ]
     if missing:
         raise TopicMissingError(
@@ -190,8 +208,8 @@ def _serving(admin: AdminClient, meta: ClusterMetadata, names: list[str]) -> boo
     return True
 
 
-#: What each of the four topics is for, in ``topic_names`` order.
-ROLES = ("messages", "acks", "events", "dlq")
+#: What each of the five topics is for, in ``topic_names`` order.
+ROLES = ("messages", "acks", "events", "dlq", "statuses")
 
 
 @dataclass(frozen=True)
@@ -216,7 +234,7 @@ class Finding:
 
 
 def inspect(admin: AdminClient, settings: KafkaSettings, timeout: float = 10.0) -> list[TopicState]:
-    """The four topics' partition counts, replication factors and effective durability settings (the topic's own
+    """The five topics' partition counts, replication factors and effective durability settings (the topic's own
     value, else the broker's default, as the broker reports it)."""
     try:
         meta = admin.list_topics(timeout=timeout)

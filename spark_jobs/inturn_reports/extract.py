@@ -1,14 +1,19 @@
-"""Reading ``inturn.events`` and ``inturn.acks`` for a time range, from Kafka or from exported files.
+"""Reading ``inturn.events`` and the statuses (``inturn.acks`` and ``inturn.statuses``) for a time range, from Kafka
+or from exported files.
 
 Both sources give the same two frames, whose columns are the fields of ``inturn.schemas.Event``
-and ``inturn.schemas.Ack`` (status and type as strings). Kafka is read in batch mode between
-the offsets of ``from_ms`` and ``to_ms + grace_ms`` (Kafka record timestamps); files are filtered
-on ``ts_ms`` / ``received_at_ms`` over the same range. Records that are not valid JSON of the schema
+and ``inturn.schemas.Ack`` (status and type as strings). The acks frame holds the records of both status topics:
+the webhook puts a status that can no longer change a worker's outcome on the statuses topic rather than the acks
+topic (docs/webhook.md), and the report uses every status wherever it went, so it reads the two as one.
+
+Kafka is read in batch mode between the offsets of ``from_ms`` and ``to_ms + grace_ms`` (Kafka record timestamps);
+files are filtered on ``ts_ms`` / ``received_at_ms`` over the same range. Records that are not valid JSON of the schema
 are not reported on, but counted (``Extracted.bad_records``) so the job can say how many it dropped.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
@@ -104,14 +109,23 @@ def from_kafka(
     from_ms: int,
     to_ms: int,
     client_options: dict[str, str] | None = None,
+    statuses_topic: str | None = None,
 ) -> Extracted:
-    """Both topics between the offsets of ``from_ms`` and ``to_ms`` (record timestamps), batch mode."""
+    """The events topic, and the acks and statuses topics as one, between the offsets of ``from_ms`` and ``to_ms``
+    (record timestamps), batch mode. ``statuses_topic`` None: the acks topic alone.
 
-    def read(topic: str, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    A missing events or acks topic fails the read; a missing statuses topic reads as empty (a deployment from before
+    the webhook wrote one, or one that keeps the split off: nothing was written there). It is read by an exact
+    ``subscribePattern``, which matches only topics that exist: ``subscribe`` fails on a missing one."""
+
+    def read(
+        topic: str, schema: StructType, required: tuple[str, ...], optional: bool = False
+    ) -> tuple[DataFrame, DataFrame]:
+        which = ("subscribePattern", f"^{re.escape(topic)}$") if optional else ("subscribe", topic)
         reader = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
+            .option(*which)
             # One timestamp for every partition: Spark looks up each partition's offset for it
             # (the same lookup as startingOffsetsByTimestamp, without listing the partitions here).
             .option("startingTimestamp", str(from_ms))
@@ -128,15 +142,20 @@ def from_kafka(
     parsed: list[DataFrame] = []
     events, bad_events = read(events_topic, EVENT_SCHEMA, _EVENT_REQUIRED)
     acks, bad_acks = read(acks_topic, ACK_SCHEMA, _ACK_REQUIRED)
+    if statuses_topic is not None:
+        statuses, bad_statuses = read(statuses_topic, ACK_SCHEMA, _ACK_REQUIRED, optional=True)
+        acks, bad_acks = acks.unionByName(statuses), bad_acks.unionByName(bad_statuses)
     return Extracted(events, acks, bad_events, bad_acks, tuple(parsed))
 
 
 def from_files(spark: SparkSession, input_uri: str, from_ms: int, to_ms: int) -> Extracted:
-    """``<input_uri>/events`` and ``<input_uri>/acks`` (Parquet, or JSON lines as on the topics), filtered to the
-    range; read through Spark, so from any filesystem Spark reaches (``file://``, ``s3a://``, ``gs://``,
-    ``abfss://``)."""
+    """``<input_uri>/events``, and ``<input_uri>/acks`` with ``<input_uri>/statuses`` as one (Parquet, or JSON lines
+    as on the topics; ``statuses`` may be absent: an export of the acks topic alone), filtered to the range; read
+    through Spark, so from any filesystem Spark reaches (``file://``, ``s3a://``, ``gs://``, ``abfss://``)."""
 
-    def read(name: str, schema: StructType, required: tuple[str, ...], ts: str) -> tuple[DataFrame, DataFrame]:
+    def read(
+        name: str, schema: StructType, required: tuple[str, ...], ts: str, optional: bool = False
+    ) -> tuple[DataFrame, DataFrame] | None:
         folder = join(input_uri, name)
         try:
             # Parquet when the folder holds any .parquet file, at any depth; JSON lines otherwise.
@@ -148,6 +167,8 @@ def from_files(spark: SparkSession, input_uri: str, from_ms: int, to_ms: int) ->
             )
             is_parquet = bool(probe.inputFiles())
         except (Py4JJavaError, PySparkException) as exc:
+            if optional and _path_not_found(exc):
+                return None
             raise ConfigError(
                 f"cannot read {folder} (expected a folder of Parquet or JSON lines files): "
                 f"{(str(exc).strip().splitlines() or [''])[0]}"
@@ -163,6 +184,22 @@ def from_files(spark: SparkSession, input_uri: str, from_ms: int, to_ms: int) ->
         return good.where((F.col(ts) >= from_ms) & (F.col(ts) < to_ms)), bad
 
     frames: list[DataFrame] = []
-    events, bad_events = read("events", EVENT_SCHEMA, _EVENT_REQUIRED, "ts_ms")
-    acks, bad_acks = read("acks", ACK_SCHEMA, _ACK_REQUIRED, "received_at_ms")
+    events, bad_events = _present(read("events", EVENT_SCHEMA, _EVENT_REQUIRED, "ts_ms"))
+    acks, bad_acks = _present(read("acks", ACK_SCHEMA, _ACK_REQUIRED, "received_at_ms"))
+    statuses = read("statuses", ACK_SCHEMA, _ACK_REQUIRED, "received_at_ms", optional=True)
+    if statuses is not None:
+        acks, bad_acks = acks.unionByName(statuses[0]), bad_acks.unionByName(statuses[1])
     return Extracted(events, acks, bad_events, bad_acks, tuple(frames))
+
+
+def _present(frames: tuple[DataFrame, DataFrame] | None) -> tuple[DataFrame, DataFrame]:
+    """A folder that must exist was read (``read`` returns None only for an optional one)."""
+    assert frames is not None
+    return frames
+
+
+def _path_not_found(exc: Exception) -> bool:
+    """Whether Spark's error says the folder does not exist (Spark's condition ``PATH_NOT_FOUND``)."""
+    if isinstance(exc, PySparkException):
+        return exc.getCondition() == "PATH_NOT_FOUND"
+    return "PATH_NOT_FOUND" in str(exc) or "FileNotFoundException" in str(exc)

@@ -97,6 +97,7 @@ def _extract(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms:
         from_ms,
         until,
         settings.kafka_client_config,
+        settings.topic_statuses,
     )
 
 

@@ -134,16 +134,36 @@ def _pipeline() -> dict[str, Any]:
             "defaults": {"partitions": 6, "common": {}, "worker": {}, "webhook": {}},
         },
         "rounds": [{"baseline": base, "defaults": tuned}, {"baseline": base, "defaults": {"error": "boom"}}],
+        "sustainable": {
+            "rate": 450.0,
+            "window_s": 15.0,
+            "backlog_growth_max": 0.05,
+            "tried": [
+                {"rate": 300.0, "sustained": True, "backlog": {"growth_share": 0.01}},
+                {"rate": 450.0, "sustained": True, "backlog": {"growth_share": 0.03}},
+                {"rate": 600.0, "sustained": False, "backlog": {"growth_share": 0.4}},
+            ],
+            "rounds": [{"baseline": base}],
+        },
+        "bridge": {
+            "rate_msgs_per_s": 300,
+            "window_s": 40.0,
+            "written_msgs_per_s": 299.5,
+            "idle_cores": {"bridge": 0.01, "emulator": 0.2},
+            "cpu_us_per_message": {"bridge": 80.0, "emulator": 900.0},
+            "cpu_us_per_message_less_idle": {"bridge": 75.0, "emulator": 300.0},
+        },
     }
 
 
-def test_the_plot_stacks_broker_worker_and_webhook_per_variant_and_round() -> None:
+def test_the_plot_stacks_broker_worker_webhook_and_the_bridge_stage_per_variant_and_round() -> None:
     labels, series = pipeline_figures.plot_series(_pipeline())
-    assert labels == ["baseline #1", "defaults #1", "baseline #2"]
+    assert labels == ["baseline #1", "defaults #1", "baseline #2", "baseline @450 #1"]
     assert series == {
-        "broker": [600.0, 250.0, 600.0],
-        "worker": [250.0, 230.0, 250.0],
-        "webhook": [240.0, 220.0, 240.0],
+        "broker": [600.0, 250.0, 600.0, 600.0],
+        "worker": [250.0, 230.0, 250.0, 250.0],
+        "webhook": [240.0, 220.0, 240.0, 240.0],
+        "bridge": [80.0, 80.0, 80.0, 80.0],  # measured once, in its own stage
     }
     svg = write_docs.pipeline_plot(_pipeline())
     assert svg.startswith("<svg")
@@ -158,6 +178,25 @@ def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:
     assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 4 | 4 | yes |" in text
     assert "failed: boom" in text
     assert "![CPU per delivered message, stacked](benchmarks/pipeline.svg)" in text
+    assert "the bridge **80 µs** of CPU per message" in text
+    assert "sustainable rate: **450 msg/s**" in text
+    assert "300 msg/s held (1%), 450 msg/s held (3%), 600 msg/s grew (40%)" in text
+    assert "| baseline @450 #1 | 290 |" in text
     worse = copy.deepcopy(_pipeline())
     worse["rounds"][0]["defaults"]["vs_baseline"]["broker_at_most_half"] = False
     assert "| no |" in "\n".join(pipeline_figures.pipeline_section(worse, "benchmarks"))
+
+
+def test_the_baseline_keeps_every_status_on_acks_and_only_the_statuses_variants_split() -> None:
+    split = {n: v.webhook_env()["INTURN_WEBHOOK_STATUSES_SPLIT"] for n, v in bench_pipeline.VARIANTS.items()}
+    assert split["baseline"] == "false"
+    assert split["statuses"] == "true"
+    assert split["p4msgfetchstatuses"] == "true"
+    assert split["p4msgfetch"] == "false"  # each other candidate measured alone
+
+
+def test_a_rate_is_sustained_only_while_its_backlog_grows_by_at_most_a_tenth_of_the_messages_offered() -> None:
+    assert bench_pipeline.sustained({"backlog": {"growth_share": 0.1}})
+    assert bench_pipeline.sustained({"backlog": {"growth_share": -0.2}})
+    assert not bench_pipeline.sustained({"backlog": {"growth_share": 0.1001}})
+    assert not bench_pipeline.sustained({"error": "boom"})

@@ -28,7 +28,7 @@ def topic_config(admin: AdminClient, name: str) -> dict[str, tuple[str, int]]:
 def cli_env(kafka_settings: KafkaSettings, monkeypatch: pytest.MonkeyPatch) -> KafkaSettings:
     """The CLI's environment: this test's broker and topic names."""
     monkeypatch.setenv("INTURN_KAFKA_BOOTSTRAP", kafka_settings.kafka_bootstrap)
-    for field in ("topic_messages", "topic_acks", "topic_events", "topic_dlq", "topic_partitions"):
+    for field in ("topic_messages", "topic_acks", "topic_events", "topic_dlq", "topic_statuses", "topic_partitions"):
         monkeypatch.setenv(f"INTURN_{field.upper()}", str(getattr(kafka_settings, field)))
     return kafka_settings
 
@@ -53,6 +53,7 @@ def test_created_topics_carry_min_insync_replicas_and_no_unclean_election(
         ("acks", names[1], 4, 1),
         ("events", names[2], 4, 1),
         ("dlq", names[3], 4, 1),
+        ("statuses", names[4], 4, 1),
     ]
 
     assert main(["topics", "check", "--json"]) == 0
@@ -91,7 +92,7 @@ def test_check_names_every_setting_that_could_lose_an_acknowledged_write(
     assert by_role["acks"]["min_insync_replicas"] == 2
     assert by_role["events"]["partitions"] is None
     problems = [(p["topic"], p["problem"].split(":")[0]) for p in checked["problems"]]
-    messages, acks, events, dlq = topics.topic_names(cli_env)
+    messages, acks, events, dlq, statuses = topics.topic_names(cli_env)
     assert sorted(problems) == sorted(
         [
             (messages, "replication factor 1 in production"),
@@ -99,6 +100,7 @@ def test_check_names_every_setting_that_could_lose_an_acknowledged_write(
             (acks, "replication factor 1 in production"),
             (acks, "min.insync.replicas=2 above replication factor 1"),
             (events, "topic missing"),
+            (statuses, "topic missing"),
             (dlq, "replication factor 1 in production"),
             (f"{messages},{acks}", f"{messages} has 4 partitions but {acks} has 2"),
         ]
@@ -110,7 +112,7 @@ def test_check_names_every_setting_that_could_lose_an_acknowledged_write(
     assert main(["topics", "check"]) == 1  # the same as text, for people
     text = capsys.readouterr().out
     assert f"problem: {messages}: unclean.leader.election.enable=true" in text
-    assert text.rstrip().endswith("7 problem(s)")
+    assert text.rstrip().endswith("8 problem(s)")
 
 
 @pytest.mark.parametrize(("replication", "expected"), [(1, 1), (2, 1), (3, 2), (4, 3), (5, 4)])

@@ -140,7 +140,7 @@ def test_topic_create_is_idempotent_and_check_accepts_the_layout(
     assert sorted(topics.create(kafka_admin, kafka_settings)) == sorted(topics.topic_names(kafka_settings))
     assert topics.create(kafka_admin, kafka_settings) == []
     layout = topics.check(kafka_admin, kafka_settings)
-    assert (layout.messages, layout.acks, layout.events, layout.dlq) == (4, 4, 4, 4)
+    assert (layout.messages, layout.acks, layout.events, layout.dlq, layout.statuses) == (4, 4, 4, 4, 4)
 
 
 def test_acks_carry_the_brokers_time_not_the_producers(inturn_topics: KafkaSettings) -> None:
@@ -149,10 +149,11 @@ def test_acks_carry_the_brokers_time_not_the_producers(inturn_topics: KafkaSetti
     producer = make_producer(inturn_topics)
     two_minutes_ago = int(time.time() * 1000) - 120_000
     producer.produce(inturn_topics.topic_acks, key=b"room", value=b"ack", timestamp=two_minutes_ago)
+    producer.produce(inturn_topics.topic_statuses, key=b"room", value=b"status", timestamp=two_minutes_ago)
     producer.produce(inturn_topics.topic_messages, key=b"room", value=b"message", timestamp=two_minutes_ago)
     assert producer.flush(30) == 0
     stamps = {}
-    for topic in (inturn_topics.topic_acks, inturn_topics.topic_messages):
+    for topic in (inturn_topics.topic_acks, inturn_topics.topic_statuses, inturn_topics.topic_messages):
         consumer = make_consumer(inturn_topics, f"stamps-{topic}")
         try:
             consumer.assign([TopicPartition(topic, partition_for("room", 4), 0)])
@@ -164,6 +165,7 @@ def test_acks_carry_the_brokers_time_not_the_producers(inturn_topics: KafkaSetti
             consumer.close()
     assert stamps[inturn_topics.topic_messages] == two_minutes_ago  # CreateTime: the producer's
     assert stamps[inturn_topics.topic_acks] >= two_minutes_ago + 100_000  # LogAppendTime: the broker's, now
+    assert stamps[inturn_topics.topic_statuses] >= two_minutes_ago + 100_000  # the report reads both by that time
 
 
 def test_topic_check_rejects_mismatched_partition_counts_and_says_how_to_fix(

@@ -129,3 +129,20 @@ def _message(rng: random.Random, out: Stream, names: tuple[str, str, str, str], 
     if first_ack is not None:
         event(EventType.LATE_ACK, ended + rng.randint(1, 500), acked_at_ms=ended, platform_message_id=pmid)
     return ended + rng.randint(0, 5)
+
+
+def split_statuses(acks: list[Ack]) -> tuple[list[Ack], list[Ack]]:
+    """``acks`` as the webhook splits them between the acks and the statuses topics (docs/webhook.md): a message's
+    first status received (its deciding one) and every watermark on acks; its later statuses, and every status of
+    Instagram (whose send answer is the ack), on statuses."""
+    on_acks: list[Ack] = []
+    on_statuses: list[Ack] = []
+    decided: set[tuple[str, str]] = set()
+    for ack in sorted(acks, key=lambda a: a.received_at_ms):
+        key = (ack.platform, ack.platform_message_id)
+        if ack.watermark_ms is None and (ack.platform == "instagram" or key in decided):
+            on_statuses.append(ack)
+        else:
+            on_acks.append(ack)
+            decided.add(key)
+    return on_acks, on_statuses

@@ -1,4 +1,5 @@
-"""End to end: records on real Kafka topics -> the report job (Kafka source, batch by timestamp) -> tables."""
+"""End to end: records on real Kafka topics (statuses split between acks and statuses) -> the report job (Kafka
+source, batch by timestamp) -> tables."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from pyspark.testing import assertDataFrameEqual
 from inturn.kafka import make_admin, make_producer
 from inturn.schemas import encode, now_ms
 from inturn.settings import KafkaSettings
+from inturn_reports import extract
 from inturn_reports.job import run
 from inturn_reports.load import RUNS
 from inturn_reports.settings import ReportSettings
 from tests.reports import fixture, oracle
-from tests.reports.generator import Stream, generate
+from tests.reports.generator import Stream, generate, split_statuses
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -26,26 +28,34 @@ HOUR = 3_600_000
 
 
 def _produce(settings: KafkaSettings, stream: Stream) -> None:
-    """Every record on its topic, key = room_id, Kafka timestamp = the record's own time, in time order. The acks
-    topic is made to keep the producer's timestamps (``inturn topics create`` gives it the broker's time,
+    """Every record on its topic, key = room_id, Kafka timestamp = the record's own time, in time order; the statuses
+    split between the acks and the statuses topics as the webhook splits them (``split_statuses``). The two status
+    topics are made to keep the producer's timestamps (``inturn topics create`` gives them the broker's time,
     LogAppendTime): this history is written now but dated hours ago."""
     admin = make_admin(settings)
-    create_time = ConfigResource(
-        ResourceType.TOPIC,
-        settings.topic_acks,
-        incremental_configs=[
-            ConfigEntry("message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    for future in admin.incremental_alter_configs([create_time]).values():
+    create_time = [
+        ConfigResource(
+            ResourceType.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry("message.timestamp.type", "CreateTime", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        for topic in (settings.topic_acks, settings.topic_statuses)
+    ]
+    for future in admin.incremental_alter_configs(create_time).values():
         future.result(30)
     producer = make_producer(settings)
     for event in sorted(stream.events, key=lambda e: e.ts_ms):
         producer.produce(settings.topic_events, encode(event), event.room_id.encode(), timestamp=event.ts_ms)
         producer.poll(0)
-    for ack in sorted(stream.acks, key=lambda a: a.received_at_ms):
-        producer.produce(settings.topic_acks, encode(ack), ack.room_id.encode(), timestamp=ack.received_at_ms)
-        producer.poll(0)
+    deciding, later = split_statuses(stream.acks)
+    assert deciding, "nothing on the acks topic"
+    assert later, "nothing on the statuses topic"
+    for topic, acks in ((settings.topic_acks, deciding), (settings.topic_statuses, later)):
+        for ack in acks:
+            producer.produce(topic, encode(ack), ack.room_id.encode(), timestamp=ack.received_at_ms)
+            producer.poll(0)
     assert producer.flush(30) == 0, "records still unsent after 30 s"
 
 
@@ -91,3 +101,24 @@ def test_a_report_read_from_kafka_matches_the_oracle_and_the_hand_checked_rooms(
         "dispatch_violations",
     )  # fmt: skip
     assertDataFrameEqual(hand_rooms, [(room, *vals) for room, vals in fixture.ROOMS.items()])
+
+
+def test_a_missing_statuses_topic_reads_as_empty_and_the_acks_topic_alone_is_read(
+    spark: SparkSession, inturn_topics: KafkaSettings
+) -> None:
+    # A deployment from before the statuses topic (or with the split off) has nothing there: the report goes on.
+    start = now_ms() - 60_000
+    stream = generate(seed=3, rooms=3, messages_per_room=2, start_ms=start, span_ms=10_000)
+    producer = make_producer(inturn_topics)
+    for ack in stream.acks:
+        producer.produce(inturn_topics.topic_acks, encode(ack), ack.room_id.encode())
+    assert producer.flush(30) == 0
+    missing = f"{inturn_topics.topic_statuses}.missing"
+    source = extract.from_kafka(
+        spark, inturn_topics.kafka_bootstrap, inturn_topics.topic_events, inturn_topics.topic_acks,
+        start - HOUR, now_ms() + 60_000, None, missing,
+    )  # fmt: skip
+    try:
+        assert source.acks.count() == len(stream.acks) > 0
+    finally:
+        source.release()

@@ -177,6 +177,7 @@ def webhook_process(
             "INTURN_TOPIC_ACKS": inturn_topics.topic_acks,
             "INTURN_TOPIC_EVENTS": inturn_topics.topic_events,
             "INTURN_TOPIC_DLQ": inturn_topics.topic_dlq,
+            "INTURN_TOPIC_STATUSES": inturn_topics.topic_statuses,
             "INTURN_WEBHOOK_APP_SECRETS": WEBHOOK_APP_SECRET,
             "INTURN_WEBHOOK_HOST": "127.0.0.1",
             "INTURN_WEBHOOK_PORT": str(port),

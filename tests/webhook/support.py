@@ -31,7 +31,9 @@ MAX_BODY = 64 * 1024
 def webhook_settings_for(kafka: KafkaSettings, **overrides: object) -> WebhookSettings:
     """Webhook settings on ``kafka``'s broker and topics, with the test secrets."""
     values: dict[str, object] = {
-        **kafka.model_dump(include={"kafka_bootstrap", "topic_messages", "topic_acks", "topic_events", "topic_dlq"}),
+        **kafka.model_dump(
+            include={"kafka_bootstrap", "topic_messages", "topic_acks", "topic_events", "topic_dlq", "topic_statuses"}
+        ),
         "webhook_app_secrets": [APP_SECRET, PREVIOUS_APP_SECRET],
         "webhook_generic_secret": [GENERIC_SECRET],
         "webhook_verify_token": VERIFY_TOKEN,

@@ -65,14 +65,16 @@ async def test_a_messenger_delivery_watermark_becomes_an_ack_of_the_recipients_r
     )
 
 
-async def test_an_instagram_messaging_seen_becomes_a_read_ack(webhook: Webhook) -> None:
-    # developers.facebook.com/docs/instagram-platform/webhooks (messaging_seen: read.mid)
+async def test_an_instagram_messaging_seen_becomes_a_read_status_off_the_workers_path(webhook: Webhook) -> None:
+    # developers.facebook.com/docs/instagram-platform/webhooks (messaging_seen: read.mid). Instagram's send answer is
+    # the ack (AckKind.SYNCHRONOUS): no worker waits for this status, so it goes to the statuses topic.
     seen = {"sender": {"id": PSID}, "recipient": {"id": PAGE}, "timestamp": 1527459824, "read": {"mid": "aWdfZAG1"}}
     body = _page("instagram", seen)
     assert await _post_meta(webhook, "/webhooks/instagram", body) == 200
-    [(_, _, value)] = read_topic(webhook.settings, webhook.settings.topic_acks, 1)
+    [(_, _, value)] = read_topic(webhook.settings, webhook.settings.topic_statuses, 1)
     ack = schemas.decode(Ack, value)
     assert (ack.platform, ack.status, ack.platform_message_id) == ("instagram", AckStatus.READ, "aWdfZAG1")
+    assert record_count(webhook.settings, webhook.settings.topic_acks) == 0
 
 
 def _twilio_signature(url: str, params: dict[str, str], token: str = TWILIO_TOKEN) -> str:

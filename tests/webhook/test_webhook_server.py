@@ -15,14 +15,16 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from inturn import schemas, topics
+from inturn.errors import TopicMissingError
 from inturn.schemas import Ack
 from inturn.settings import KafkaSettings
 from inturn_cli.main import main
 from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
+from inturn_webhook.serve import check_topics
 from inturn_webhook.signature import sign
 
-from .support import APP_SECRET, MAX_BODY, meta_payload, meta_status, read_topic
+from .support import APP_SECRET, MAX_BODY, meta_payload, meta_status, read_topic, webhook_settings_for
 
 pytestmark = pytest.mark.kafka
 
@@ -34,6 +36,7 @@ def _env(settings: KafkaSettings, port: int, internal_port: int | None = None) -
         "INTURN_TOPIC_ACKS": settings.topic_acks,
         "INTURN_TOPIC_EVENTS": settings.topic_events,
         "INTURN_TOPIC_DLQ": settings.topic_dlq,
+        "INTURN_TOPIC_STATUSES": settings.topic_statuses,
         "INTURN_WEBHOOK_APP_SECRETS": APP_SECRET,
         "INTURN_WEBHOOK_MAX_BODY_BYTES": str(MAX_BODY),
         "INTURN_WEBHOOK_HOST": "127.0.0.1",
@@ -52,6 +55,7 @@ def test_the_webhook_refuses_to_start_when_messages_and_acks_partition_counts_di
         NewTopic(kafka_settings.topic_acks, num_partitions=3, replication_factor=1),
         NewTopic(kafka_settings.topic_events, num_partitions=1, replication_factor=1),
         NewTopic(kafka_settings.topic_dlq, num_partitions=1, replication_factor=1),
+        NewTopic(kafka_settings.topic_statuses, num_partitions=1, replication_factor=1),
     ]
     for future in kafka_admin.create_topics(new).values():
         future.result(30)
@@ -59,6 +63,32 @@ def test_the_webhook_refuses_to_start_when_messages_and_acks_partition_counts_di
     for key, value in _env(kafka_settings, free_port()).items():
         monkeypatch.setenv(key, value)
     assert main(["webhook"]) == 1
+
+
+def test_the_webhook_refuses_to_start_without_the_statuses_topic_unless_the_split_is_off(
+    kafka_settings: KafkaSettings,
+    kafka_admin: AdminClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = [
+        kafka_settings.topic_messages,
+        kafka_settings.topic_acks,
+        kafka_settings.topic_events,
+        kafka_settings.topic_dlq,
+    ]
+    for future in kafka_admin.create_topics(
+        [NewTopic(n, num_partitions=2, replication_factor=1) for n in names]
+    ).values():
+        future.result(30)
+    topics.wait_visible(kafka_admin, names)
+    for key, value in _env(kafka_settings, free_port()).items():
+        monkeypatch.setenv(key, value)
+    assert main(["webhook"]) == 1
+    with pytest.raises(TopicMissingError, match=f"missing topics: {kafka_settings.topic_statuses};"):
+        check_topics(webhook_settings_for(kafka_settings))
+    # Split off, the webhook writes no statuses topic and needs none.
+    off = webhook_settings_for(kafka_settings, webhook_statuses_split=False)
+    assert check_topics(off).statuses is None
 
 
 @pytest.fixture

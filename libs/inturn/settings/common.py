@@ -151,6 +151,12 @@ class KafkaSettings(InturnSettings):
     topic_acks: str = Field("inturn.acks", description="Topic of platform acks, key = room_id.")
     topic_events: str = Field("inturn.events", description="Topic of delivery events (every outcome).")
     topic_dlq: str = Field("inturn.dlq", description="Dead-letter topic: records that could not be handled.")
+    topic_statuses: str = Field(
+        "inturn.statuses",
+        description="Topic of platform statuses that can no longer change a message's outcome (a later status of a "
+        "message whose deciding one went to the acks topic), key = room_id: the nightly report reads it with the "
+        "acks topic, the workers never do (docs/webhook.md, Statuses off the workers' path).",
+    )
     topic_partitions: int = Field(
         12, ge=1, description="Partitions of messages and acks (they must be equal) when inturn creates them."
     )

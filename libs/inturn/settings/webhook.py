@@ -114,6 +114,21 @@ class WebhookSettings(KafkaSettings):
         ge=0,
         description="(platform message id, status) pairs remembered per process to drop replays (0: off).",
     )
+    webhook_statuses_split: bool = Field(
+        True,
+        description="Publish statuses that can no longer change a worker's outcome (later statuses of a message "
+        "whose deciding status this process already had confirmed on the acks topic; every status of a platform "
+        "whose send answer is the ack) to INTURN_TOPIC_STATUSES instead of the acks topic the workers read. Off: "
+        "every status goes to the acks topic.",
+    )
+    webhook_decided_window: int = Field(
+        100_000,
+        ge=1,
+        description="Messages (platform, platform message id) whose deciding status this process had confirmed on "
+        "the acks topic, remembered (oldest decided first out) so that their later statuses go to the statuses "
+        "topic; at most 400 bytes each with WhatsApp-sized ids (100,000: at most 40 MB). A message forgotten, or "
+        "seen by another replica, has its later statuses on the acks topic, as with the split off.",
+    )
     webhook_room_from_recipient: str | None = Field(
         None,
         description="Room of a status without inturn callback data: a template using {recipient} and "

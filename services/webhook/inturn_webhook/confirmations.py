@@ -43,7 +43,18 @@ class Confirmation:
     ``done`` is the future a request awaits: its result is None once every record is confirmed, else the
     ``KafkaNotConfirmedError`` saying why not."""
 
-    __slots__ = ("_count", "_left", "_timeout", "_watched", "deadline", "done", "outcome", "published", "started")
+    __slots__ = (
+        "_count",
+        "_left",
+        "_timeout",
+        "_watched",
+        "deadline",
+        "done",
+        "outcome",
+        "published",
+        "started",
+        "to_statuses",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float, outcome: Outcome | None = None) -> None:
         self.done: asyncio.Future[BaseException | None] = loop.create_future()
@@ -54,6 +65,7 @@ class Confirmation:
         self.started = time.monotonic()
         self.outcome = outcome if outcome is not None else Outcome()
         self.published: list[str] = []  # the status value of each ack produced, counted once confirmed
+        self.to_statuses: list[str] = []  # the same, of each status produced to the statuses topic
         self._watched: tuple[Deadlines, Deadline] | None = None  # its place on the deadline queue (``watch``)
 
     @property

@@ -1,4 +1,5 @@
-"""Statuses onto Kafka: acks keyed by room on the acks topic, everything unusable on the dead-letter topic.
+"""Statuses onto Kafka: acks keyed by room on the acks topic (or, once they can no longer change an outcome, on the
+statuses topic), everything unusable on the dead-letter topic.
 
 A request is answered 200 only once Kafka confirmed every record it produced; when confirmation
 does not come within the timeout the request fails with ``KafkaNotConfirmedError`` (503, the
@@ -6,6 +7,18 @@ platform retries). Replays of a status already confirmed are not produced again:
 ``ReplayWindow`` remembers recent (platform, platform message id, status) triples. It is per
 process, so a replay landing on another replica is published again; the worker treats a
 duplicate ack as harmless.
+
+Statuses off the workers' path (``INTURN_WEBHOOK_STATUSES_SPLIT``, docs/webhook.md): a worker's outcome for a
+message is decided by the first status it reads for it (sent, delivered, read: acked; failed: dead-lettered); a later
+one is a duplicate, or the late ack already reported. So once Kafka confirmed a message's status on the acks topic
+(its *deciding* status), every later status of that message goes to the statuses topic, which only the nightly
+report reads. The ``DecidedWindow`` remembers those messages, per process and bounded: a status of a message it
+does not remember (another replica decided it, this one restarted, or it was forgotten) goes to the acks topic, as
+without the split, so what the webhook cannot know costs a duplicate at the worker, never an ack. Two kinds of
+status never have a deciding one: a watermark (Messenger) resolves whichever message of its room it covers, so it
+always goes to acks; on a platform whose send answer is the ack (``AckKind.SYNCHRONOUS``: Instagram's endpoint,
+``Callback.answered_by_send``) no status decides anything, so all go to statuses. The generic endpoint's platform
+name is the caller's label, not an adapter, so its statuses follow the per-message rule whatever it is called.
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ from inturn_webhook.statuses import Callback, Status, ack_bytes
 log = structlog.get_logger("inturn.webhook")
 
 ReplayKey = tuple[str, str, str]  # (platform, platform message id, status)
+DecidedKey = tuple[str, str]  # (platform, platform message id)
 #: The reasons of ``inturn_webhook_dead_letters_total`` (a fixed set: the record's own reason may quote the input).
 DEAD_LETTER_KINDS = ("unreadable_body", "invalid_status", "unknown_room")
 
@@ -66,18 +80,51 @@ class ReplayWindow:
             self.remember(key)
 
 
+class DecidedWindow:
+    """The most recent ``size`` messages whose deciding status Kafka confirmed on the acks topic (least recently
+    decided first out): their later statuses can no longer change a worker's outcome."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        #: Oldest first (read directly on the hot path: ``key in decided``).
+        self.decided: OrderedDict[DecidedKey, None] = OrderedDict()
+
+    def __contains__(self, key: DecidedKey) -> bool:
+        return key in self.decided
+
+    def __len__(self) -> int:
+        return len(self.decided)
+
+    def remember(self, key: DecidedKey) -> None:
+        """``key``'s deciding status is on the acks topic; forget the oldest beyond the window's size."""
+        decided = self.decided
+        if key in decided:
+            return
+        decided[key] = None
+        if len(decided) > self._size:
+            decided.popitem(last=False)
+
+
 class Record:
     """One status's record on its way to Kafka, and the requests waiting for it: the one that produced it and any
     that carried the same status meanwhile. Its delivery report (``delivered``, an ``inturn.kafka.Delivered``)
-    settles its replay key, then counts each of those requests down."""
+    settles its replay key (and, for a message's deciding status on the acks topic, remembers the message as
+    decided), then counts each of those requests down."""
 
-    __slots__ = ("_first", "_key", "_more", "_replays")
+    __slots__ = ("_decides", "_first", "_key", "_more", "_replays")
 
-    def __init__(self, replays: ReplayWindow, key: ReplayKey, confirmation: Confirmation) -> None:
+    def __init__(
+        self,
+        replays: ReplayWindow,
+        key: ReplayKey,
+        confirmation: Confirmation,
+        decides: DecidedWindow | None = None,
+    ) -> None:
         self._replays = replays
         self._key = key
         self._first = confirmation
         self._more: list[Confirmation] | None = None  # the requests that joined it (a replay in flight: rare)
+        self._decides = decides  # set when this is a status on the acks topic and the split is on
         confirmation.expect()
 
     def join(self, confirmation: Confirmation) -> None:
@@ -91,6 +138,8 @@ class Record:
     def delivered(self, err: KafkaError | None, _msg: Message) -> None:
         """Kafka confirmed the record (``err`` None) or refused it."""
         self._replays.settle(self._key, self, err is None)
+        if err is None and self._decides is not None:
+            self._decides.remember((self._key[0], self._key[1]))
         error = None if err is None else KafkaClientError(err)
         self._first.settled(error)
         if self._more is not None:
@@ -104,11 +153,14 @@ class AckIntake:
     def __init__(self, producer: AsyncProducer, settings: WebhookSettings) -> None:
         self._producer = producer
         self._acks_topic = settings.topic_acks
+        self._statuses_topic = settings.topic_statuses
         self._dlq_topic = settings.topic_dlq
         self._timeout = settings.webhook_kafka_confirm_timeout_ms / 1000
         self._loop = asyncio.get_running_loop()
         self._deadlines = Deadlines(self._loop)
         self.replays = ReplayWindow(settings.webhook_replay_window)
+        #: Messages whose deciding status is on the acks topic (None: the split is off, every status goes to acks).
+        self.decided = DecidedWindow(settings.webhook_decided_window) if settings.webhook_statuses_split else None
         self.last_confirmed = 0.0  # monotonic time Kafka last confirmed a record (readiness)
         #: The largest dead-letter record the topic takes (``inturn.dead_letters.record_limit``; the lifespan sets it
         #: from the topic's max.message.bytes once the broker answered).
@@ -176,6 +228,9 @@ class AckIntake:
         replays = self.replays
         confirmed, in_flight = replays.confirmed, replays.in_flight
         produce = self._producer.produce_then
+        window = self.decided
+        decided = window.decided if window is not None else None
+        answered_by_send = callback.answered_by_send
         try:
             for status in callback.statuses:
                 key = (platform, status.platform_message_id, status.status)
@@ -188,13 +243,27 @@ class AckIntake:
                     outcome.replayed += 1
                     pending.join(confirmation)
                     continue
-                record = Record(replays, key, confirmation)
                 if status.room_id is None:
+                    record = Record(replays, key, confirmation)
                     outcome.unknown_room += 1
                     self._counted(platform, status.status, "unknown_room").inc()
                     source = ack_source(status.source)
                     self._dead_letter(platform, "unknown_room", "unknown room", source, record.delivered)
+                elif decided is not None and status.watermark_ms is None and (answered_by_send or key[:2] in decided):
+                    # Nothing this status says can change the worker's outcome: off the acks topic (module docstring).
+                    record = Record(replays, key, confirmation)
+                    produce(
+                        self._statuses_topic,
+                        ack_bytes(status, platform, received_at_ms),
+                        record.delivered,
+                        status.room_id,
+                        ack_headers(status),
+                    )
+                    confirmation.to_statuses.append(status.status)
                 else:
+                    # It may decide the worker's outcome: the acks topic (once confirmed, its message is decided).
+                    # A watermark is never a message's deciding status (module docstring): not remembered.
+                    record = Record(replays, key, confirmation, window if status.watermark_ms is None else None)
                     # The hot path calls the producer itself (one frame less than ``_produce``, same errors).
                     produce(
                         self._acks_topic,
@@ -216,7 +285,7 @@ class AckIntake:
             reason = f"invalid status: {rejected.reason}"
             confirmation.expect()
             self._dead_letter(platform, "invalid_status", reason, rejected.raw, confirmation.delivered)
-        outcome.published = len(confirmation.published)
+        outcome.published = len(confirmation.published) + len(confirmation.to_statuses)
         if confirmation.waiting:
             # One timer for every request's deadline; a timeout does not cancel the records, which may still be
             # confirmed later (and are then remembered as replays).
@@ -232,6 +301,8 @@ class AckIntake:
         self._confirm_seconds.observe(now - confirmation.started)
         for value in confirmation.published:
             self._counted(platform, value, "published").inc()
+        for value in confirmation.to_statuses:
+            self._counted(platform, value, "published_statuses").inc()
 
     def ack_partition(self, status: Status) -> int | None:
         """The acks partition of ``status``: the messages partition the worker sent it from, which the platform

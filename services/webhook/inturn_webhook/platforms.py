@@ -48,6 +48,7 @@ from urllib.parse import parse_qs, parse_qsl, urlsplit, urlunsplit
 import orjson
 
 from inturn.errors import SchemaError
+from inturn.platforms import ADAPTERS, AckKind
 from inturn.platforms.twilio import CALLBACK_PARAM, twilio_signature
 from inturn_webhook.rooms import RoomResolver
 from inturn_webhook.signature import SignatureError
@@ -153,7 +154,8 @@ def parse_messenger(body: bytes, rooms: RoomResolver, platform: Literal["messeng
     entries = doc.get("entry")
     if not isinstance(entries, list):
         raise SchemaError("entry: not a list", raw=body)
-    callback = Callback()
+    # Instagram's send answer is the ack (``AckKind.SYNCHRONOUS``): no status of its decides a worker's outcome.
+    callback = Callback(answered_by_send=ADAPTERS[platform].ack_kind is AckKind.SYNCHRONOUS)
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise SchemaError(f"entry[{i}]: not an object", raw=body)

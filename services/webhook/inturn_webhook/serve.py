@@ -23,7 +23,7 @@ log = structlog.get_logger("inturn.webhook")
 
 def check_topics(settings: WebhookSettings) -> topics.TopicLayout:
     """The topic layout, or ``TopicMissingError``/``TopicMismatchError``/``KafkaClientError``: do not start."""
-    return topics.check(make_admin(settings), settings)
+    return topics.check(make_admin(settings), settings, statuses=settings.webhook_statuses_split)
 
 
 def run(settings: WebhookSettings) -> None:
@@ -34,6 +34,7 @@ def run(settings: WebhookSettings) -> None:
         "topics_checked",
         messages=layout.messages,
         acks=layout.acks,
+        statuses=layout.statuses if settings.webhook_statuses_split else "off",
     )
     config = uvicorn.Config(
         "inturn_webhook.app:app_from_env",

@@ -68,6 +68,9 @@ class Callback:
     statuses: list[Status] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # kinds of changes that carry no status
+    #: From a platform whose send answer is the ack (``inturn.platforms.AckKind.SYNCHRONOUS``): the worker waits for
+    #: none of these statuses, so none can change its outcome.
+    answered_by_send: bool = False
 
 
 def timestamp_ms(value: Any) -> int | None:
