@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
+import structlog
 from pyspark.sql import DataFrame, SparkSession
 
 from inturn.errors import ConfigError, InturnError, exit_status
-from inturn_reports import extract, page
+from inturn_reports import cleanup, extract, legacy, page
+from inturn_reports.cleanup import Cleanup
 from inturn_reports.flags import add_arguments, settings_from
 from inturn_reports.load import (
     csv_bytes,
@@ -27,7 +29,7 @@ from inturn_reports.load import (
 )
 from inturn_reports.session import spark_session
 from inturn_reports.settings import ReportSettings
-from inturn_reports.storage import ObjectStore, S3Options, hadoop_conf, scheme, to_uri
+from inturn_reports.storage import GcsOptions, ObjectStore, S3Options, hadoop_conf, scheme, to_uri
 from inturn_reports.transform import (
     ReportParams,
     TrendParams,
@@ -42,6 +44,8 @@ from inturn_reports.transform import (
     worst_rooms_of_the_nights,
 )
 from inturn_reports.transform.trends import NIGHTLY, SUMMED
+
+_log = structlog.get_logger("inturn_reports")
 
 #: The tables written as Parquet (partitioned by date, published night by night: load.py); summary and worst_rooms
 #: also go to JDBC.
@@ -62,6 +66,10 @@ class ReportRun:
     jdbc_tables: tuple[str, ...] = ()
     run_id: str = ""
     nights: tuple[str, ...] = ()
+    adopted: tuple[str, ...] = ()  # nights of the earlier layout published by this run (legacy.py)
+    #: What retention and the sweep of unpublished runs deleted (cleanup.py).
+    cleanup: Cleanup = dataclasses.field(default_factory=Cleanup)
+    cleanup_error: str = ""  # why that sweep stopped, if it did (the night itself is published)
 
 
 def parse_time(text: str) -> int:
@@ -127,6 +135,16 @@ def s3_options(settings: ReportSettings) -> S3Options:
     return S3Options(settings.report_s3_endpoint, settings.report_s3_region, settings.report_s3_path_style)
 
 
+def gcs_options(settings: ReportSettings) -> GcsOptions:
+    """How ``gs://`` reaches its endpoint, from the settings."""
+    return GcsOptions(settings.report_gcs_endpoint, settings.report_gcs_anonymous)
+
+
+def output_store(settings: ReportSettings) -> ObjectStore:
+    """The output location's small objects (``storage.ObjectStore``), reached as the settings say."""
+    return ObjectStore(to_uri(settings.report_out_dir), s3_options(settings), gcs_options(settings))
+
+
 def trends(store: ObjectStore, params: TrendParams) -> page.Trends:
     """The last nights as this run and earlier ones published them under the output location."""
     per_night = nightly(read_table(store, "platforms", params.first, params.last, NIGHTLY), params)
@@ -150,16 +168,17 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         top_n=settings.report_top_n,
         timeline_bucket_ms=settings.report_timeline_bucket_s * 1000,
     )
-    out = to_uri(settings.report_out_dir)
-    s3 = s3_options(settings)
-    for key, value in hadoop_conf(s3).items():  # Spark hands them to the filesystems of this session's reads/writes
+    store = output_store(settings)
+    out = store.root
+    # Spark hands them to the filesystems of this session's reads and writes.
+    for key, value in hadoop_conf(s3_options(settings), gcs_options(settings)).items():
         spark.conf.set(key, value)
-    store = ObjectStore(out, s3)
     source = _extract(spark, settings, from_ms, to_ms)
     tables = compute_tables(source.events, source.acks, params)
     run_id = new_run_id()
     write_tables(store, tables, run_id)
     nights = publish(store, run_id, tables, from_ms, to_ms)
+    adopted = _adopt_legacy(store)
     rows = {name: _rows(tables[name], *order) for name, order in _PAGE_ORDER.items()}
     summary_rows = rows["summary"]
     columns = tables["summary"].column_names
@@ -192,6 +211,7 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         )
     bad_events, bad_acks = source.bad_events.count(), source.bad_acks.count()
     source.release()
+    swept, cleanup_error = sweep_output(store, settings, run_id)
     return ReportRun(
         out_dir=out,
         html=html_uri,
@@ -203,7 +223,41 @@ def run(spark: SparkSession, settings: ReportSettings, from_ms: int, to_ms: int)
         jdbc_tables=jdbc,
         run_id=run_id,
         nights=tuple(day.isoformat() for day in nights),
+        adopted=tuple(day.isoformat() for day in adopted),
+        cleanup=swept,
+        cleanup_error=cleanup_error,
     )
+
+
+def _adopt_legacy(store: ObjectStore) -> list[dt.date]:
+    """The earlier layout's nights published (``legacy``), so that the trends read them; a failure only logged."""
+    try:
+        adopted = legacy.adopt(store)
+    except (InturnError, OSError, pa.ArrowException) as exc:
+        _log.warning("report_legacy_adoption_failed", out=store.root, error=str(exc))
+        return []
+    if adopted:
+        _log.info("report_legacy_nights_adopted", out=store.root, nights=[d.isoformat() for d in adopted])
+    return adopted
+
+
+def sweep_output(store: ObjectStore, settings: ReportSettings, run_id: str) -> tuple[Cleanup, str]:
+    """Retention and the unpublished runs (``cleanup``), after the night is published and its page written: a
+    failure is logged and returned, never the night's (the next night sweeps again)."""
+    try:
+        swept = cleanup.sweep(
+            store,
+            keep_days=settings.report_keep_days,
+            grace=dt.timedelta(seconds=settings.report_cleanup_grace_s),
+            now=dt.datetime.now(dt.UTC),
+            keep_runs={run_id},
+        )
+    except (InturnError, OSError, pa.ArrowException) as exc:
+        _log.warning("report_cleanup_failed", out=store.root, error=str(exc))
+        return Cleanup(), str(exc)
+    _log.info("report_cleanup", out=store.root, expired=list(swept.expired), runs=list(swept.runs),
+              folders=len(swept.folders))  # fmt: skip
+    return swept, ""
 
 
 def _iso(ms: int) -> str:
@@ -239,6 +293,14 @@ def say(result: ReportRun, *, as_json: bool) -> None:
         print(f"skipped unreadable records: events={result.bad_events} acks={result.bad_acks}")
     if result.jdbc_tables:
         print(f"jdbc: {', '.join(result.jdbc_tables)}")
+    if result.adopted:
+        print(f"earlier layout: {len(result.adopted)} nights published ({result.adopted[0]} to {result.adopted[-1]})")
+    swept = result.cleanup
+    if swept.expired or swept.runs or swept.folders:
+        print(f"cleanup: {len(swept.expired)} nights past retention, {len(swept.runs)} unpublished runs, "
+              f"{len(swept.folders)} folders deleted")  # fmt: skip
+    if result.cleanup_error:
+        print(f"cleanup stopped (the night is published; the next night tries again): {result.cleanup_error}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,9 +21,11 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -45,6 +47,7 @@ NIGHTS = "_nights"
 RUNS = "runs"
 #: The manifests' format: a reader refuses a manifest of a later one.
 MANIFEST_FORMAT = 1
+_MANIFEST_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.json$")
 
 
 class ReportLoadError(InturnError):
@@ -91,35 +94,74 @@ def publish(store: ObjectStore, run: str, tables: Mapping[str, pa.Table], from_m
     staged (``write_tables``). The nights published, in order."""
     nights = sorted({day for frame in tables.values() for day in dates(frame)})
     for day in nights:
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "date": day.isoformat(),
-            "run": run,
-            "range_ms": [from_ms, to_ms],
-            "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "tables": {name: f"{RUNS}/{run}/{name}" for name in tables},
-        }
-        try:
-            store.write(f"{NIGHTS}/{day.isoformat()}.json", json.dumps(manifest, indent=2).encode())
-        except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not publish the night {day} under {store.uri(NIGHTS)}: {exc}") from exc
+        write_manifest(store, day, run, (from_ms, to_ms), {name: f"{RUNS}/{run}/{name}" for name in tables})
     return nights
 
 
+def write_manifest(
+    store: ObjectStore,
+    day: dt.date,
+    run: str,
+    range_ms: tuple[int, int],
+    tables: Mapping[str, str],
+    **extra: Any,
+) -> None:
+    """Publish the night ``day``: its manifest, naming the run and each table's folder (relative to the output),
+    replacing the night's earlier one whole."""
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "date": day.isoformat(),
+        "run": run,
+        "range_ms": list(range_ms),
+        "published": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "tables": dict(tables),
+        **extra,
+    }
+    try:
+        store.write(f"{NIGHTS}/{day.isoformat()}.json", json.dumps(manifest, indent=2).encode())
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not publish the night {day} under {store.uri(NIGHTS)}: {exc}") from exc
+
+
 def published_nights(store: ObjectStore, first: dt.date, last: dt.date) -> list[Night]:
-    """The nights ``first`` to ``last`` that a run published (the others have no manifest), in order."""
-    nights = []
-    day = first
-    while day <= last:
+    """The nights ``first`` to ``last`` that a run published (the others have no manifest), in order: one listing of
+    ``_nights/``, then the manifests in the range read."""
+    return _read_nights(store, [day for day in published_dates(store) if first <= day <= last])
+
+
+def published_dates(store: ObjectStore) -> list[dt.date]:
+    """The dates of every published night (from the manifests' names, none read), in order."""
+    found = []
+    for key in store.keys(NIGHTS):
+        name = key.rsplit("/", 1)[-1]
+        if not _MANIFEST_NAME.match(name):
+            continue  # a manifest being written (a hidden name on a local disk), or no manifest
+        try:
+            found.append(dt.date.fromisoformat(name.removesuffix(".json")))
+        except ValueError:
+            continue  # no date: no manifest of this report's
+    return found
+
+
+def all_nights(store: ObjectStore) -> list[Night]:
+    """Every published night (each manifest under ``_nights/``), in order."""
+    return _read_nights(store, published_dates(store))
+
+
+def _read_nights(store: ObjectStore, days: Sequence[dt.date]) -> list[Night]:
+    """The manifests of ``days`` (16 read at a time: over months they are hundreds of small objects); a night whose
+    manifest went since the listing is left out."""
+
+    def read(day: dt.date) -> Night | None:
         key = f"{NIGHTS}/{day.isoformat()}.json"
         try:
             data = store.read(key)
         except (OSError, pa.ArrowException) as exc:
             raise ReportLoadError(f"could not read {store.uri(key)}: {exc}") from exc
-        if data is not None:
-            nights.append(_night(store.uri(key), data))
-        day += dt.timedelta(days=1)
-    return nights
+        return None if data is None else _night(store.uri(key), data)
+
+    with ThreadPoolExecutor(max_workers=16, thread_name_prefix="manifests") as pool:
+        return [night for night in pool.map(read, days) if night is not None]
 
 
 def _night(uri: str, data: bytes) -> Night:
@@ -140,24 +182,37 @@ def read_table(
     schema = SCHEMAS[name]
     wanted = schema.names if columns is None else list(dict.fromkeys(["date", *columns]))
     target = pa.schema([schema.field(c) for c in wanted])
-    in_files = pa.schema([f for f in schema if f.name != "date"])  # the date is the folder's
     parts = [target.empty_table()]
     for night in published_nights(store, first, last):
-        if name not in night.tables:
-            continue
-        folder = f"{night.tables[name]}/date={night.date.isoformat()}"
-        try:
-            files = [k for k in store.keys(folder) if k.endswith(".parquet")]
-            if not files:
-                raise FileNotFoundError(f"no Parquet file in {store.uri(folder)}")
-            paths = [store.path(k) for k in files]
-            dataset = ds.dataset(paths, schema=in_files, format="parquet", filesystem=store.filesystem)
-            rows = dataset.to_table(columns=[c for c in wanted if c != "date"])
-            rows = rows.append_column(schema.field("date"), pa.array([night.date] * rows.num_rows, pa.date32()))
-            parts.append(rows.select(wanted))
-        except (OSError, pa.ArrowException) as exc:
-            raise ReportLoadError(f"could not read the {name} table under {store.uri(folder)}: {exc}") from exc
+        if name in night.tables:
+            parts.append(read_night(store, name, night.tables[name], night.date, wanted))
     return pa.concat_tables(parts)
+
+
+def read_night(store: ObjectStore, name: str, folder: str, day: dt.date, columns: Sequence[str]) -> pa.Table:
+    """The rows of the night ``day`` of the table ``name`` in ``folder`` (``<folder>/date=<day>/``, relative to the
+    output), ``columns`` only (``date`` among them, from the folder's name); ReportLoadError where they cannot be
+    read as today's schema."""
+    schema = SCHEMAS[name]
+    in_files = pa.schema([f for f in schema if f.name != "date"])  # the date is the folder's
+    where = f"{folder}/date={day.isoformat()}"
+    try:
+        files = [k for k in store.keys(where) if data_file(k)]
+        if not files:
+            raise FileNotFoundError(f"no Parquet file in {store.uri(where)}")
+        paths = [store.path(k) for k in files]
+        dataset = ds.dataset(paths, schema=in_files, format="parquet", filesystem=store.filesystem)
+        rows = dataset.to_table(columns=[c for c in columns if c != "date"])
+        rows = rows.append_column(schema.field("date"), pa.array([day] * rows.num_rows, pa.date32()))
+        return rows.select(list(columns))
+    except (OSError, pa.ArrowException) as exc:
+        raise ReportLoadError(f"could not read the {name} table under {store.uri(where)}: {exc}") from exc
+
+
+def data_file(key: str) -> bool:
+    """A Parquet file of a table's folder: not ``_SUCCESS``, nor a hidden file (a write in progress, a checksum)."""
+    name = key.rsplit("/", 1)[-1]
+    return name.endswith(".parquet") and not name.startswith((".", "_"))
 
 
 def _cell(value: Any) -> str:

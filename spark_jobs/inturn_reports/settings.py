@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from inturn.settings import KafkaSettings
 
@@ -40,6 +40,15 @@ class ReportSettings(KafkaSettings):
         False,
         description="s3a://: address buckets by path (http://host/bucket/key), as most S3-compatible servers want.",
     )
+    report_gcs_endpoint: str | None = Field(
+        None,
+        description="gs:// through another endpoint than Google's (a private endpoint, a local server): its root URL, "
+        "e.g. https://storage-example.p.googleapis.com. Credentials: Google's application default credentials.",
+    )
+    report_gcs_anonymous: bool = Field(
+        False,
+        description="gs:// with no credentials, for a local server that checks none (needs report_gcs_endpoint).",
+    )
     report_master: str = Field("local[2]", description="Spark master when not launched by spark-submit.")
     report_shuffle_partitions: int = Field(
         200,
@@ -57,6 +66,20 @@ class ReportSettings(KafkaSettings):
     report_nights: int = Field(
         7, ge=1, description="How many nights (up to --to) the trend charts and the worst rooms of the week cover."
     )
+    report_keep_days: int = Field(
+        400,
+        ge=0,
+        description="Retention: after each good night, the published nights dated more than this many days before "
+        "the latest one (at most today, UTC) are deleted, their manifest first, then their tables; 0 keeps every "
+        "night.",
+    )
+    report_cleanup_grace_s: int = Field(
+        43_200,
+        ge=60,
+        description="After each good night, a run's folder under runs/ that no night's manifest names (a failed "
+        "run's, or one a later run replaced) is deleted once the run started this many seconds ago: longer than any "
+        "run takes, so a run still writing is never touched.",
+    )
     report_grace_ms: int = Field(
         3_600_000,
         ge=0,
@@ -68,6 +91,13 @@ class ReportSettings(KafkaSettings):
     )
     report_jdbc_user: str | None = Field(None, description="PostgreSQL user for the JDBC load.")
     report_jdbc_password: SecretStr | None = Field(None, description="PostgreSQL password for the JDBC load.")
+
+    @model_validator(mode="after")
+    def _anonymous_needs_an_endpoint(self) -> ReportSettings:
+        """Google itself takes no anonymous writes: without an endpoint the setting can only be a mistake."""
+        if self.report_gcs_anonymous and not self.report_gcs_endpoint:
+            raise ValueError("report_gcs_anonymous is for a local GCS server: set report_gcs_endpoint to its URL")
+        return self
 
     @field_validator("report_input_dir", "report_out_dir", mode="before")
     @classmethod

@@ -3,7 +3,8 @@ local file), reached two ways.
 
 - Tables (the input's events and acks, the report's Parquet) go through Spark, so through Hadoop's filesystems:
   the connector of each scheme is on Spark's class path (``inturn_reports.jars``), configured by Hadoop's own
-  settings (``fs.s3a.*``...) and, for an S3-compatible server, by ``hadoop_conf``.
+  settings (``fs.s3a.*``, ``fs.gs.*``...) and, for an S3-compatible server or another GCS endpoint, by
+  ``hadoop_conf``.
 - The few small objects that are no table (each night's manifest, the page, summary.csv) go through
   ``pyarrow.fs`` (``ObjectStore``): public API of a package the report already needs, with S3, GCS and Azure
   (ADLS Gen2) filesystems of its own. Both read the same credentials: the AWS SDKs' environment
@@ -16,6 +17,7 @@ visible only when it completes; on a local disk it is written under a hidden nam
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import uuid
@@ -76,10 +78,23 @@ class S3Options:
     path_style: bool = False
 
 
-def hadoop_conf(s3: S3Options) -> dict[str, str]:
-    """Hadoop settings (``fs.s3a.*``) for ``s3``; set on a session at run time, Spark hands them to the filesystems of
-    its reads and writes (empty for AWS itself, where Hadoop's defaults hold)."""
+@dataclasses.dataclass(frozen=True)
+class GcsOptions:
+    """How to reach a Google Cloud Storage endpoint other than Google's own (a private endpoint, a local server)."""
+
+    endpoint: str | None = None  # its root URL, e.g. http://127.0.0.1:4443
+    anonymous: bool = False  # send no credentials (a local server that checks none)
+
+
+def hadoop_conf(s3: S3Options, gcs: GcsOptions = GcsOptions()) -> dict[str, str]:
+    """Hadoop settings (``fs.s3a.*``, ``fs.gs.*``) for ``s3`` and ``gcs``; set on a session at run time, Spark hands
+    them to the filesystems of its reads and writes (empty for AWS and Google themselves, where Hadoop's defaults
+    hold)."""
     conf: dict[str, str] = {}
+    if gcs.endpoint:
+        conf["fs.gs.storage.root.url"] = gcs.endpoint
+    if gcs.anonymous:
+        conf["fs.gs.auth.type"] = "UNAUTHENTICATED"
     if s3.endpoint:
         conf["fs.s3a.endpoint"] = s3.endpoint
         conf["fs.s3a.connection.ssl.enabled"] = str(not s3.endpoint.startswith("http://")).lower()
@@ -93,9 +108,9 @@ def hadoop_conf(s3: S3Options) -> dict[str, str]:
 class ObjectStore:
     """Small objects under a root URI, through ``pyarrow.fs``: the manifests, the page, summary.csv."""
 
-    def __init__(self, root: str, s3: S3Options = S3Options()) -> None:
+    def __init__(self, root: str, s3: S3Options = S3Options(), gcs: GcsOptions = GcsOptions()) -> None:
         self.root = root
-        self._fs, self._base = _filesystem(root, s3)
+        self._fs, self._base = _filesystem(root, s3, gcs)
 
     def uri(self, key: str) -> str:
         """The URI of ``key`` (a ``/``-separated path under the root)."""
@@ -141,14 +156,22 @@ class ObjectStore:
         infos = self._fs.get_file_info(selector)
         return sorted(i.path.removeprefix(base) for i in infos if i.type == pafs.FileType.File)
 
+    def delete(self, key: str) -> None:
+        """The object ``key``; nothing where there is none."""
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.delete_file(self.path(key))
+
     def delete_folder(self, prefix: str) -> None:
         """Every object under ``prefix``; nothing where there is none."""
         path = self.path(prefix)
         if self._fs.get_file_info(path).type != pafs.FileType.NotFound:
-            self._fs.delete_dir(path)
+            # On GCS the objects go first, then the folder's marker object, which an upload does not create: its
+            # absence is no error.
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.delete_dir(path)
 
 
-def _filesystem(root: str, s3: S3Options) -> tuple[pafs.FileSystem, str]:
+def _filesystem(root: str, s3: S3Options, gcs: GcsOptions) -> tuple[pafs.FileSystem, str]:
     parts = urlsplit(root)
     kind = parts.scheme
     try:
@@ -163,7 +186,13 @@ def _filesystem(root: str, s3: S3Options) -> tuple[pafs.FileSystem, str]:
             )
             return fs, f"{parts.netloc}{parts.path}"
         if kind == "gs":
-            return pafs.GcsFileSystem(), f"{parts.netloc}{parts.path}"
+            endpoint = urlsplit(gcs.endpoint) if gcs.endpoint else None
+            gcs_fs = pafs.GcsFileSystem(
+                anonymous=gcs.anonymous,
+                endpoint_override=endpoint.netloc if endpoint else None,
+                scheme=endpoint.scheme if endpoint else None,
+            )
+            return gcs_fs, f"{parts.netloc}{parts.path}"
         if kind == "abfss":  # abfss://<container>@<account>.dfs.core.windows.net/<path>
             container, _, host = parts.netloc.partition("@")
             account = host.split(".", 1)[0]

@@ -18,8 +18,8 @@ from inturn_reports.session import spark_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """local[2], two shuffle partitions, no UI; with the Kafka source, the JDBC driver and the s3a connector on the
-    classpath."""
+    """local[2], two shuffle partitions, no UI; with the Kafka source, the JDBC driver and the s3a and gs connectors
+    on the classpath."""
     jars = os.environ.get("INTURN_TEST_SPARK_JARS", "1") != "0"
     session = spark_session(
         "local[2]",
@@ -29,7 +29,7 @@ def spark() -> Iterator[SparkSession]:
         # make test-compat runs the oracle tests without the Kafka source: not every PySpark of the supported range
         # has its spark-sql-kafka on Maven Central yet (4.3.0 had none on 2026-11-28).
         with_jars=jars,
-        connectors=("s3a",) if jars else (),  # test_storage.py
+        connectors=("s3a", "gs") if jars else (),  # test_storage.py, test_storage_gcs.py
         # Frames here have hundreds of rows: compiling whole-stage code and re-planning cost more than they save.
         conf={"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"},
     )

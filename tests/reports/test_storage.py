@@ -10,6 +10,7 @@ import io
 import json
 import logging
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +24,14 @@ from inturn.errors import InturnError
 from inturn.schemas import encode
 from inturn_devtools.process import free_port
 from inturn_reports.job import ReportRun, run, s3_options, trends
-from inturn_reports.load import RUNS, read_table
+from inturn_reports.load import NIGHTS as NIGHTS_FOLDER
+from inturn_reports.load import RUNS, all_nights, new_run_id, read_table
 from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import ObjectStore
 from inturn_reports.transform import TrendParams
 from tests.reports import oracle
 from tests.reports.generator import Stream, generate
+from tests.reports.layouts import legacy_night
 
 pytestmark = [
     pytest.mark.spark,
@@ -45,6 +48,7 @@ GRACE = 3_600_000
 BUCKET = "inturn-reports"
 OUT = f"s3a://{BUCKET}/nightly"
 REGION = "us-east-1"
+FAILED_AGO_MS = 13 * 3_600_000  # a night that failed is older than the sweep's grace (12 h) by the next night
 
 
 @dataclass
@@ -214,6 +218,8 @@ def test_a_night_that_fails_mid_write_leaves_the_published_nights_and_their_tren
         return real_write(self, key, data)
 
     monkeypatch.setattr(ObjectStore, "write", write)
+    # The run failed last night: it started longer ago than the sweep's grace (the next test's good night sweeps it).
+    monkeypatch.setattr("inturn_reports.job.new_run_id", lambda: new_run_id(int(time.time() * 1000) - FAILED_AGO_MS))
     start, end = _range(NIGHTS - 1)[0], _range(NIGHTS)[1]
     with pytest.raises((_Killed, InturnError)):
         run(spark, _settings(s3), start, end)
@@ -234,3 +240,47 @@ def test_a_night_that_fails_mid_write_leaves_the_published_nights_and_their_tren
     after = trends(nights.store, params)
     assert _platform_cells(after.nightly) == _platform_cells(before.nightly) == _expected_platforms(nights)
     assert list(after.worst_rooms) == list(before.worst_rooms)
+
+
+def _run_folders(s3: S3) -> set[str]:
+    """The runs with objects under runs/ (pyarrow leaves an empty ``runs/`` marker where it deleted the last one)."""
+    return {k.split("/")[2] for k in s3.keys(f"nightly/{RUNS}/") if not k.endswith("/")}
+
+
+def test_the_next_good_night_sweeps_the_failed_runs_adopts_the_earlier_layout_and_keeps_every_night(
+    spark: SparkSession, s3: S3, nights: Nights
+) -> None:
+    store = nights.store
+    published_runs = {n.run for n in all_nights(store)}
+    # Leftovers no manifest names: a run that died before publishing, 13 h ago (and the killed run of the test
+    # above, when it ran); and a run that started a minute ago and is still writing, within the grace.
+    dead = new_run_id(int(time.time() * 1000) - FAILED_AGO_MS)
+    writing = new_run_id(int(time.time() * 1000) - 60_000)
+    for run_id in (dead, writing):
+        s3.client.put_object(Bucket=BUCKET, Key=f"nightly/{RUNS}/{run_id}/rooms/date=2026-09-26/part-0.parquet",
+                             Body=b"half")  # fmt: skip
+    staged = _run_folders(s3)
+    unpublished = staged - published_runs
+    assert {dead, writing} <= unpublished
+    # A night the report wrote before manifests (2026-09-22, the day before the first), straight under the output.
+    old_night = _date(-1)
+    legacy_night(store, old_night, mark=777)
+
+    result = run(spark, _settings(s3).model_copy(update={"report_nights": NIGHTS + 2}), *_range(NIGHTS))
+
+    assert result.nights == (_date(NIGHTS).isoformat(),)
+    assert result.adopted == (old_night.isoformat(),)
+    assert result.cleanup_error == ""
+    gone = unpublished - {writing}  # the dead run, and the killed one above: both 13 h old
+    assert sorted(result.cleanup.runs) == sorted(gone)
+    left = _run_folders(s3)
+    assert left == (staged - gone) | {result.run_id}
+    # Every night published before is still read, the new one and the adopted one beside them.
+    days = [old_night, *(_date(d) for d in range(NIGHTS + 1))]
+    assert s3.keys(f"nightly/{NIGHTS_FOLDER}/") == [f"nightly/{NIGHTS_FOLDER}/{d.isoformat()}.json" for d in days]
+    platforms = read_table(store, "platforms", days[1], days[NIGHTS])
+    assert _platform_cells(platforms.to_pylist()) == _expected_platforms(nights)
+    drawn = trends(store, TrendParams.ending_before(_range(NIGHTS)[1], NIGHTS + 2, 4))
+    assert {r["date"] for r in drawn.nightly} == set(days)
+    assert [(r["platform"], r["messages"]) for r in drawn.nightly if r["date"] == old_night] == [("whatsapp", 777)]
+    assert old_night.isoformat() in s3.get("nightly/report.html").decode()

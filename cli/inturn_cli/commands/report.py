@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delivery and ordering report (PySpark) for a time range",
         description="Read inturn.events and inturn.acks for [--from, --to) from Kafka (or exported files) and "
         "write Parquet tables partitioned by date, summary.csv and report.html to --out. Runs Spark locally "
-        "(INTURN_REPORT_MASTER, default local[2]); see docs/reports.md.",
+        "(INTURN_REPORT_MASTER, default local[2]). After a good night it deletes the nights past "
+        "INTURN_REPORT_KEEP_DAYS and the runs no night names (INTURN_REPORT_CLEANUP_GRACE_S), and publishes nights "
+        "an earlier version wrote without manifests; see docs/reports.md.",
     )
     from inturn_reports.flags import add_arguments  # argparse only: Spark is imported when the job runs
 

@@ -63,12 +63,16 @@ SETTINGS_CLASSES: tuple[str, ...] = (
 OUTSIDE_FIELDS: Mapping[str, frozenset[str]] = {
     "inturn_reports.settings:ReportSettings": frozenset(
         {
+            "report_cleanup_grace_s",
             "report_driver_memory",
+            "report_gcs_anonymous",
+            "report_gcs_endpoint",
             "report_grace_ms",
             "report_input_dir",
             "report_jdbc_password",
             "report_jdbc_url",
             "report_jdbc_user",
+            "report_keep_days",
             "report_master",
             "report_nights",
             "report_out_dir",
