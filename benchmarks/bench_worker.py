@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +43,29 @@ from inturn_devtools.waiting import wait_until
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
 BASELINES = ("aiohttp", "inturn", FLOOR)  # bare_post clients (aiohttp, the adapters' transport) and the floor
 STATUSES_PER_MESSAGE = 2  # the simulator's 'sent' and 'delivered' (read rate 0, nothing dropped)
+NO_POSTGRES = "postgresql://unused@127.0.0.1:1/unused"  # the bare POSTs and the floor keep no cursor
 
 
-def _scenario(
-    kafka: LocalKafka,
-    pg: LocalPostgres,
-    name: str,
-    rooms: int,
-    per_room: int,
-    sim_env: dict[str, str],
-    worker_env: dict[str, str],
-    payload_bytes: int,
-    within: float,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Workload:
+    """The messages of a run (``per_room`` to each of ``rooms`` rooms, ``payload_bytes`` of text each) and the
+    environment of its simulator and worker: the same for the worker's runs and the floor's."""
+
+    rooms: int
+    per_room: int
+    payload_bytes: int
+    sim_env: dict[str, str]
+    worker_env: dict[str, str]
+
+    def produce(self, line: Pipeline, prefix: str) -> int:
+        """The messages, produced through ``line`` with ids starting ``prefix``; how many."""
+        return line.produce(rooms=self.rooms, per_room=self.per_room, prefix=prefix, payload_bytes=self.payload_bytes)
+
+
+def _scenario(kafka: LocalKafka, pg: LocalPostgres, name: str, load: Workload, within: float) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
-    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=worker_env)
+    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=load.sim_env, worker=load.worker_env)
     line.start_sim()
     webhook = line.start_webhook()
     worker = line.add_worker("w1")
@@ -65,7 +73,7 @@ def _scenario(
         line.wait_balanced()
         cpu0, webhook_cpu0 = worker.cpu_seconds(), webhook.cpu_seconds()
         t0 = time.monotonic()
-        total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
+        total = load.produce(line, name)
         peak_rooms = 0.0
 
         def done() -> bool:
@@ -86,7 +94,7 @@ def _scenario(
             "messages": total,
             "records_written": records,
             "records_per_message": round(records / total, 3),
-            "rooms": rooms,
+            "rooms": load.rooms,
             "wall_s": round(wall, 2),
             "msgs_per_s": round(total / wall, 1),
             "worker_cpu_s": round(cpu, 3),
@@ -125,7 +133,7 @@ def _bare(
 ) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, "bare", 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
-    with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env) as line:
+    with Pipeline(settings, NO_POSTGRES, workdir, sim=sim_env) as line:
         line.start()
         url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
         out = subprocess.run(
@@ -150,21 +158,14 @@ def _bare(
         return result
 
 
-def _floor(
-    kafka: LocalKafka,
-    rooms: int,
-    per_room: int,
-    payload_bytes: int,
-    sim_env: dict[str, str],
-    worker_env: dict[str, str],
-) -> dict[str, Any]:
+def _floor(kafka: LocalKafka, load: Workload) -> dict[str, Any]:
     """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU."""
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
-    with Pipeline(settings, "postgresql://unused@127.0.0.1:1/unused", workdir, sim=sim_env, worker=worker_env) as line:
+    with Pipeline(settings, NO_POSTGRES, workdir, sim=load.sim_env, worker=load.worker_env) as line:
         line.start()
-        total = line.produce(rooms=rooms, per_room=per_room, prefix=name, payload_bytes=payload_bytes)
+        total = load.produce(line, name)
         env = {**os.environ, "MALLOC_ARENA_MAX": "2", **line.worker_settings_env("floor")}  # as a worker's
 
         def floor(*flags: str) -> dict[str, Any]:
@@ -299,11 +300,12 @@ def run(quick: bool) -> dict[str, Any]:
     rounds = 1 if quick else 3
     code = code_version()
     concurrency = min(rooms, 200)
+    load = Workload(rooms, per_room, 1024, sim_env, worker_env)
 
     def bare(client: str) -> dict[str, Any]:
         if client == FLOOR:
-            return _floor(kafka, rooms, per_room, 1024, sim_env, worker_env)
-        return _bare(kafka, rooms * per_room, concurrency, rooms, 1024, sim_env, client)
+            return _floor(kafka, load)
+        return _bare(kafka, rooms * per_room, concurrency, rooms, load.payload_bytes, sim_env, client)
 
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
         # On a shared or virtual machine one measurement of a baseline moves by a quarter between runs, and a ratio
@@ -311,7 +313,7 @@ def run(quick: bool) -> dict[str, Any]:
         bares = {client: [bare(client)] for client in BASELINES}
         scenarios = []
         for i in range(1, rounds + 1):
-            scenarios.append(_scenario(kafka, pg, f"cpu{i}", rooms, per_room, sim_env, worker_env, 1024, within=600))
+            scenarios.append(_scenario(kafka, pg, f"cpu{i}", load, within=600))
             for client in BASELINES:
                 bares[client].append(bare(client))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)

@@ -8,7 +8,7 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import cast
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, Message, Producer
 
 from inturn.kafka import AsyncProducer, Delivered, Headers
 from inturn.settings.webhook import WebhookSettings
@@ -23,26 +23,34 @@ class Produced:
     topic: str
     key: str | bytes | None
     headers: Headers | None
-    partition: int | None
+    partition: int
     delivered: Delivered
 
 
 class RecordingProducer:
-    """Stands in for ``AsyncProducer``: keeps every record and lets the test confirm or refuse it."""
+    """Stands in for confluent_kafka's ``Producer`` under a real ``AsyncProducer``: keeps every record and lets the
+    test confirm or refuse it. Nothing stays queued, so the producer's poll timer has nothing to serve."""
 
     def __init__(self) -> None:
         self.records: list[Produced] = []
 
-    def produce_then(
+    def produce(
         self,
         topic: str,
+        *,
         value: bytes,
-        delivered: Delivered,
-        key: str | bytes | None = None,
-        headers: Headers | None = None,
-        partition: int | None = None,
+        key: str | bytes | None,
+        headers: Headers | None,
+        partition: int,
+        on_delivery: Delivered,
     ) -> None:
-        self.records.append(Produced(topic, key, headers, partition, delivered))
+        self.records.append(Produced(topic, key, headers, partition, on_delivery))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def __len__(self) -> int:
+        return 0
 
     def confirm_all(self) -> None:
         for record in self.records:
@@ -63,7 +71,7 @@ def _status(pmid: str, status: str, *, room: str | None = "room-1", watermark_ms
 
 async def _intake(**overrides: object) -> tuple[AckIntake, RecordingProducer]:
     producer = RecordingProducer()
-    intake = AckIntake(cast(AsyncProducer, producer), _settings(**overrides))
+    intake = AckIntake(AsyncProducer(cast(Producer, producer)), _settings(**overrides))
     return intake, producer
 
 
@@ -88,8 +96,9 @@ async def test_a_message_s_first_status_goes_to_acks_and_its_later_ones_once_it_
     # Another message decides on its own.
     assert await _submit(intake, producer, _status("wamid.2", "delivered")) == [ACKS]
     statuses = [r for r in producer.records if r.topic == STATUSES]
-    # Keyed by room (the report reads it by time, not by partition), with the acks' headers.
-    assert {(r.key, r.partition) for r in statuses} == {("room-1", None)}
+    # Keyed by room (the report reads it by time, not by partition: -1 lets the partitioner choose), with the acks'
+    # headers.
+    assert {(r.key, r.partition) for r in statuses} == {("room-1", -1)}
     assert statuses[0].headers == [
         ("inturn-status", b"delivered"),
         ("inturn-platform-message-id", b"wamid.1"),
