@@ -38,6 +38,7 @@ from inturn.kafka import committed_total, make_consumer
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
+from inturn_devtools.services import MALLOC_ENV
 from inturn_devtools.waiting import wait_until
 
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
@@ -166,7 +167,7 @@ def _floor(kafka: LocalKafka, load: Workload) -> dict[str, Any]:
     with Pipeline(settings, NO_POSTGRES, workdir, sim=load.sim_env, worker=load.worker_env) as line:
         line.start()
         total = load.produce(line, name)
-        env = {**os.environ, "MALLOC_ARENA_MAX": "2", **line.worker_settings_env("floor")}  # as a worker's
+        env = {**os.environ, **MALLOC_ENV, **line.worker_settings_env("floor")}  # as a worker's
 
         def floor(*flags: str) -> dict[str, Any]:
             out = subprocess.run(
@@ -341,11 +342,11 @@ def run(quick: bool) -> dict[str, Any]:
             transport["cpu_us_per_request"] / aiohttp["cpu_us_per_request"], 3
         ),
         "rounds": _rounds(scenarios, bares),
-        "target_ratio": 0.7,
+        "target_ratio": 0.76,
         "target_ratio_transport": 1.3,
         "records_per_message": cpu["records_per_message"],
         "target_records_per_message": 1,
         "rooms_in_flight": memory,
-        "target_rss_mb": 300,
+        "target_rss_mb": 250,
         "code": code,
     }

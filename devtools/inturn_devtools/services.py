@@ -16,6 +16,9 @@ from pathlib import Path
 from inturn_devtools.waiting import wait_until
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: glibc's allocator as the container image sets it (Dockerfile): two malloc arenas, and blocks of 128 KiB and more
+#: mapped on their own (given back when freed) rather than left as holes in the heap.
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 class ServiceProcess:
@@ -49,7 +52,7 @@ class ServiceProcess:
         with self.log_file.open("ab") as log:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "inturn_cli.main", *self.command],
-                env={"MALLOC_ARENA_MAX": "2", **os.environ, **self.env},  # as the container image sets it
+                env={**MALLOC_ENV, **os.environ, **self.env},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
