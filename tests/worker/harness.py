@@ -15,6 +15,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -32,6 +33,7 @@ from inturn.schemas import (
     decode,
     decode_callback_data,
     encode,
+    now_ms,
 )
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings

@@ -20,13 +20,13 @@ from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter, Routed
+from tests.support.messages import text_message
 from tests.worker.harness import (
     Copy,
     Receipt,
     ScriptedPlatform,
     ack_of,
     events,
-    message,
     produce,
     publish_acks,
     running_worker,
@@ -57,7 +57,7 @@ async def test_a_message_sent_twice_never_reaches_the_device_after_the_rooms_nex
     platform.device.append(previous)
     platform.behaviour["K"].copies.append(Copy(device_after_s=3.0))
     produced = {room: [f"{room.lower()}0", f"{room.lower()}1"] for room in ("S", "R", "K")}
-    produce(inturn_topics, [message(room, mid) for room, mids in produced.items() for mid in mids])
+    produce(inturn_topics, [text_message(room, mid) for room, mids in produced.items() for mid in mids])
     settings = worker_settings(
         inturn_topics,
         pg_schema,
