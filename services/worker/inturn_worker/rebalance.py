@@ -118,7 +118,7 @@ class Rebalances:
     async def _fence_and_drop(self, parts: list[Partition]) -> None:
         """Stop ``parts`` at once (fenced: nothing more sent or recorded), end their rooms' loops, let them go."""
         for part in parts:
-            part.fence()  # lost: another worker may own it already; nothing more from us
+            part.fence()  # another worker may own it already (or a new assignment here): nothing more from us
         await self._rooms.drain(parts, 0)
         self._let_go(parts)
 
