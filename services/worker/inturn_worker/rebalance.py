@@ -82,6 +82,13 @@ class Rebalances:
         return await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
 
     async def _assigned(self, numbers: list[int]) -> None:
+        held = [part for p in numbers if (part := self._parts.of(p)) is not None]
+        if held:
+            # Assigned again with no revoke or loss of the previous assignment in between: the old Partition's rooms
+            # would go on sending beside the new one's, which reads again from the committed offset (two senders of
+            # a room in one process). Let the old one go as if lost first (docs/reliability.md, problem 12).
+            log.warning("partitions_assigned_again", partitions=[p.partition for p in held])
+            await self._fence_and_drop(held)
         since = now_ms() - self._settings.worker_ack_lookback_ms
         parts = self._parts.assign(numbers, self._checkpoint.wanted)
         self._acks.assign(parts, since)
@@ -106,8 +113,12 @@ class Rebalances:
     async def _lost(self, numbers: list[int]) -> None:
         parts = [part for p in numbers if (part := self._parts.of(p)) is not None]
         log.warning("partitions_lost", partitions=[p.partition for p in parts])
+        await self._fence_and_drop(parts)
+
+    async def _fence_and_drop(self, parts: list[Partition]) -> None:
+        """Stop ``parts`` at once (fenced: nothing more sent or recorded), end their rooms' loops, let them go."""
         for part in parts:
-            part.fence()  # lost: another worker may own it already; nothing more from us
+            part.fence()  # another worker may own it already (or a new assignment here): nothing more from us
         await self._rooms.drain(parts, 0)
         self._let_go(parts)
 
