@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,19 @@ def judge(scenario: Scenario) -> Report:
     report = scenario.verdict()
     assert_target(scenario, report)
     return report
+
+
+def worker_counter(line: Pipeline, metric: str) -> float:
+    """``metric`` summed over its labels and over every running worker (scraped from their /metrics)."""
+    total = 0.0
+    for worker in line.workers.values():
+        assert worker.health_url, worker.name
+        url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
+            for row in answer.read().decode().splitlines():
+                if row.startswith((metric + " ", metric + "{")):
+                    total += float(row.rsplit(" ", 1)[1])
+    return total
 
 
 def topics_on(broker: LocalKafka, settings: KafkaSettings) -> KafkaSettings:

@@ -22,7 +22,6 @@ counted as reordering, duplicates at most 1 per room per fault that touched it).
 
 from __future__ import annotations
 
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,16 @@ from confluent_kafka.admin._resource import ResourceType
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, owned_partitions, progress, rooms_of
+from tests.chaos.conftest import (
+    CHAOS_SIM,
+    CHAOS_WORKER,
+    Scenario,
+    judge,
+    owned_partitions,
+    progress,
+    rooms_of,
+    worker_counter,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -40,19 +48,6 @@ ROOMS = 300  # the size of the other issue-40 rows: 1000 rooms overloaded the si
 TWO_MINUTES_MS = 120_000
 #: The matrix's workers with the platform rows' send timeout (tests/chaos/test_platform_faults.py: 30 s).
 WORKER = {**CHAOS_WORKER, "INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
-
-
-def worker_counter(line: Pipeline, metric: str) -> float:
-    """``metric`` summed over its labels and over every running worker (scraped from their /metrics)."""
-    total = 0.0
-    for worker in line.workers.values():
-        assert worker.health_url, worker.name
-        url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
-        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
-            for row in answer.read().decode().splitlines():
-                if row.startswith((metric + " ", metric + "{")):
-                    total += float(row.rsplit(" ", 1)[1])
-    return total
 
 
 def resent_long_after_delivery(line: Pipeline, margin_ms: int) -> list[int]:

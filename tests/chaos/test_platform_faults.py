@@ -19,7 +19,7 @@ import pytest
 
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, progress
+from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, progress, worker_counter
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -42,19 +42,6 @@ def post(line: Pipeline, path: str, body: dict[str, Any]) -> None:
     )
     with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - loopback
         answer.read()
-
-
-def worker_counter(line: Pipeline, metric: str) -> float:
-    """``metric`` summed over its labels and over every running worker (scraped from their /metrics)."""
-    total = 0.0
-    for worker in line.workers.values():
-        assert worker.health_url, worker.name
-        url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
-        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
-            for row in answer.read().decode().splitlines():
-                if row.startswith((metric + " ", metric + "{")):
-                    total += float(row.rsplit(" ", 1)[1])
-    return total
 
 
 @pytest.fixture

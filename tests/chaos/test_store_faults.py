@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,16 @@ from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.postgres import pg_bin
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import CHAOS_SIM, CHAOS_WORKER, Scenario, judge, owned_partitions, progress, rooms_of
+from tests.chaos.conftest import (
+    CHAOS_SIM,
+    CHAOS_WORKER,
+    Scenario,
+    judge,
+    owned_partitions,
+    progress,
+    rooms_of,
+    worker_counter,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -105,19 +113,6 @@ def claimed_by(server: LocalPostgres, topic: str, worker: str) -> set[int]:
 
     wait_until(claimed, 60, f"{worker} claimed its partitions", every=0.5)
     return owned
-
-
-def worker_counter(line: Pipeline, metric: str) -> float:
-    """``metric`` summed over every running worker (scraped from their /metrics)."""
-    total = 0.0
-    for worker in line.workers.values():
-        assert worker.health_url, worker.name
-        url = worker.health_url.rsplit("/", 1)[0] + "/metrics"
-        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - loopback
-            for row in answer.read().decode().splitlines():
-                if row.startswith((metric + " ", metric + "{")):
-                    total += float(row.rsplit(" ", 1)[1])
-    return total
 
 
 def logged(line: Pipeline, event: str) -> list[dict[str, Any]]:
