@@ -68,7 +68,8 @@ def test_inturn_report_json_prints_the_run_as_one_document(capsys: pytest.Captur
     assert json.loads(capsys.readouterr().out) == {
         "out_dir": "s3a://b/r", "html": "s3a://b/r/report.html", "summary_csv": "s3a://b/r/summary.csv",
         "messages": 1200, "bad_events": 2, "bad_acks": 0, "seconds": 3.5, "jdbc_tables": ["report_summary"],
-        "run_id": "20260924T030000Z-0a1b2c3d", "nights": ["2026-09-23"],
+        "run_id": "20260924T030000Z-0a1b2c3d", "nights": ["2026-09-23"], "adopted": [],
+        "cleanup": {"expired": [], "folders": [], "runs": []}, "cleanup_error": "",
     }  # fmt: skip
     say(run, as_json=False)
     assert capsys.readouterr().out.splitlines()[0] == "report: 1,200 messages in 3.5s -> s3a://b/r"

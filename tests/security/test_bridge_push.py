@@ -61,7 +61,7 @@ def fresh_bridge_logger(monkeypatch: pytest.MonkeyPatch) -> None:
 def push_settings(kafka: KafkaSettings, **overrides: Any) -> BridgeSettings:
     """A production push bridge on this test's topics, both HTTP servers on free loopback ports."""
     fields: dict[str, Any] = {
-        **kafka.model_dump(),
+        **kafka.model_dump(exclude_unset=True),  # as set: production refuses even a 0 test clock
         "environment": "production",
         "bridge_mode": "push",
         "bridge_http_host": "127.0.0.1",
