@@ -43,6 +43,7 @@ class RecordingProducer:
         headers: Headers | None,
         partition: int,
         on_delivery: Delivered,
+        timestamp: int = 0,
     ) -> None:
         self.records.append(Produced(topic, key, headers, partition, on_delivery))
 

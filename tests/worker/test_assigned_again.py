@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
+import pytest
+import structlog
 from confluent_kafka import Consumer, TopicPartition
 from structlog.testing import capture_logs
 
+import inturn_worker.rebalance
 from inturn.schemas import Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
@@ -25,6 +28,13 @@ from inturn_worker.partition import Entry, Partition, Partitions
 from inturn_worker.rebalance import Rebalances
 from inturn_worker.room import Delivery, Rooms
 from tests.worker.test_room_state_machine import MemoryStore, Platform, Recorder
+
+
+@pytest.fixture(autouse=True)
+def fresh_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebalance module's logger, not yet bound (a logger bound before another test re-configured structlog
+    would log past ``capture_logs``)."""
+    monkeypatch.setattr(inturn_worker.rebalance, "log", structlog.get_logger("inturn.worker.intake"))
 
 
 class Acks:
