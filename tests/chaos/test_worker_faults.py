@@ -140,7 +140,7 @@ def test_a_rebalance_storm_of_a_worker_joining_and_leaving_every_few_seconds_los
     line = chaos_pipeline
     for name in ("w1", "w2"):
         line.add_worker(name)
-    per_room = PER_ROOM * 5  # long enough for several join/leave cycles on an idle box too
+    per_room = PER_ROOM * 10  # long enough for several join/leave cycles on an idle box too (x5 was 3 on 2026-11-28)
     total = line.produce(rooms=ROOMS, per_room=per_room)
     scenario = Scenario(
         "rebalance storm (a worker joins / leaves every 3 s)", line, f"{ROOMS} rooms x {per_room}, 2+1 workers"
