@@ -62,11 +62,18 @@ async def test_a_frozen_worker_is_fenced_after_its_partitions_move_and_never_reo
 
     moved: set[int] = set()
 
-    async def w1_owns() -> bool:
-        moved.update(await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1"))
-        return bool(moved)
+    async def settled() -> bool:
+        # Freeze w1 in a settled group, each worker holding some of the 4 partitions: frozen in the middle of the
+        # rebalance w2's arrival started, w1 could hold the group's join or sync for up to max.poll.interval.ms
+        # (a different fault from the one tested here; seen in CI as a 60 s wait for the partitions to move).
+        w1 = await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w1")
+        w2 = await owned_partitions(pipeline.postgres_dsn, pipeline.topics.topic_messages, "w2")
+        if w1 and w2 and len(w1 | w2) == 4:
+            moved.update(w1)
+            return True
+        return False
 
-    await eventually(w1_owns, 60, "w1 owning a partition", every=0.2)
+    await eventually(settled, 60, "w1 and w2 sharing the 4 partitions", every=0.2)
     frozen.freeze()
     try:
         # Past the session timeout (6 s): the group moves w1's partitions to w2, which claims new epochs.

@@ -100,3 +100,51 @@ def test_the_learned_lead_is_the_smallest_observed_and_follows_a_clock_step_with
         clock.observe(10_000 + n, 10_000 + n + 130_004)
     assert clock.lead_ms == 130_004
     assert not clock.covers(None, 10**13)
+
+
+async def test_a_watermark_the_early_lead_overstated_resolves_its_message_once_the_lead_falls() -> None:
+    """The lead is learned as an upper bound: the first deliveries that name a mid may have taken 3 ms to be accepted,
+    and a message accepted within the same millisecond it was sent (seen in CI: sent and accepted at the same ms)
+    then gets a watermark-only delivery that does not cover it by that lead. It is kept, and resolves its message as
+    soon as another room's delivery brings the lead down; the previous message's watermark never does."""
+    router = AckRouter(early_ttl_s=60)
+    t0 = 10_000_000
+    first = router.expect("A", "a0")
+    router.sent("A", "a0", SendResult("mid.a0", t0), by_watermark=True)
+    assert router.route(_delivery("A", t0 + 3, mid="mid.a0"))[0] is Routed.RESOLVED  # lead learned: 3 ms
+    assert first.done()
+    router.finish("A", "a0", "mid.a0", timed_out=False, partition=0, offset=0, platform="messenger")
+    # R: m0 delivered (watermark t0 + 100), then m1 sent at t0 + 200, accepted the same millisecond.
+    m0 = _in_flight(router, "m0", "mid.0", t0 + 98)
+    assert router.route(_delivery("R", t0 + 101, mid="mid.0"))[0] is Routed.RESOLVED
+    assert m0.done()
+    _finish(router, "m0", "mid.0")
+    m1 = _in_flight(router, "m1", "mid.1", t0 + 200)
+    router.route(_delivery("R", t0 + 101))  # m0's delivery again, watermark only
+    router.route(_delivery("R", t0 + 200))  # m1's, watermark only: t0 + 200 + 3 > t0 + 200, not covered yet
+    assert not m1.done()
+    # Another room's delivery naming its mid, accepted within the millisecond: the lead falls to 0.
+    b0 = router.expect("B", "b0")
+    router.sent("B", "b0", SendResult("mid.b0", t0 + 300), by_watermark=True)
+    assert router.route(_delivery("B", t0 + 300, mid="mid.b0"))[0] is Routed.RESOLVED
+    assert b0.done()
+    assert m1.done(), "m1's own watermark covers it at the true lead"
+    ack = m1.result()
+    assert ack is not None
+    assert ack.watermark_ms == t0 + 200, "resolved by m1's watermark, not m0's"
+
+
+async def test_a_kept_watermark_of_the_previous_message_does_not_resolve_when_the_lead_falls() -> None:
+    router = AckRouter(early_ttl_s=60)
+    t0 = 10_000_000
+    m0 = _in_flight(router, "m0", "mid.0", t0)
+    assert router.route(_delivery("R", t0 + 5, mid="mid.0"))[0] is Routed.RESOLVED  # lead learned: 5 ms
+    assert m0.done()
+    _finish(router, "m0", "mid.0")
+    m1 = _in_flight(router, "m1", "mid.1", t0 + 10)
+    router.route(_delivery("R", t0 + 6))  # a late watermark of m0 (accepted at t0 + 6 at most, before m1 left)
+    b0 = router.expect("B", "b0")
+    router.sent("B", "b0", SendResult("mid.b0", t0 + 20), by_watermark=True)
+    assert router.route(_delivery("B", t0 + 21, mid="mid.b0"))[0] is Routed.RESOLVED  # lead 1 ms: t0 + 11 > t0 + 6
+    assert b0.done()
+    assert not m1.done(), "m0's watermark resolved m1"

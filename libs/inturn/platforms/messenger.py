@@ -77,9 +77,10 @@ class PlatformClock:
     over the last ``window`` to ``2 * window`` observations (``lead_ms``) is therefore never below the true lead
     (plus the least time a request took to be accepted), and ``sent_at_ms + lead_ms <= watermark`` holds only for a
     watermark the platform gave after the send left: never for the older watermark of a message sent before it
-    (``covers``). A genuine watermark a millisecond faster than every observed one is missed: its message waits for
-    the next delivery or its ack timeout (latency, never order). Until a first observation the worker's clock is
-    trusted (lead 0).
+    (``covers``). A genuine watermark of a message accepted faster than every one observed so far is not covered
+    yet: the worker's ack router keeps it and judges it again whenever the lead falls (``AckRouter._lead_fell``), so
+    its message waits for a smaller lead, its next delivery or its ack timeout (latency, never order). Until a first
+    observation the worker's clock is trusted (lead 0).
     """
 
     def __init__(self, window: int = 1000) -> None:

@@ -94,6 +94,9 @@ class AckRouter:
         self._early_watermark: OrderedDict[str, tuple[float, Ack]] = OrderedDict()
         #: platform -> how far its watermarks run ahead of this worker's clock
         self._clocks: dict[str, PlatformClock] = {}
+        #: platform -> room -> the newest watermark ack that came after the room's in-flight send returned but did not
+        #: cover it by the lead learned so far; judged again when the lead falls (``_lead_fell``)
+        self._uncovered: dict[str, dict[str, Ack]] = {}
 
     @property
     def waiting(self) -> int:
@@ -156,6 +159,7 @@ class AckRouter:
         self._copies.pop(key, None)
         if room_id in self._by_watermark and self._by_watermark[room_id][0] == key:
             del self._by_watermark[room_id]
+            self._uncovered.get(platform, {}).pop(room_id, None)
         if platform_message_id is not None:
             self._waiting_pmid.pop(platform_message_id, None)
             self._finished_pmid[platform_message_id] = key
@@ -201,6 +205,8 @@ class AckRouter:
         for key in [k for k in self._waiting if k[0] == room_id]:
             del self._waiting[key]
             self._copies.pop(key, None)
+        for rooms in self._uncovered.values():
+            rooms.pop(room_id, None)
 
     def route(self, ack: Ack) -> tuple[Routed, Finished | None]:
         """Resolve the waiting message this ack belongs to, or classify it (early, late, duplicate)."""
@@ -247,14 +253,26 @@ class AckRouter:
                 clock = self._clocks[ack.platform] = PlatformClock()
             if ack.platform_message_id == result.platform_message_id:  # the delivery names it (Messenger's mids)
                 if result.sent_at_ms is not None:
+                    before = clock.lead_ms
                     clock.observe(result.sent_at_ms, ack.watermark_ms)
+                    if before is not None and (clock.lead_ms or 0) < before:
+                        self._lead_fell(ack.platform, clock)
                 if future is not None and not future.done():
                     future.set_result(ack)
+                    self._uncovered.get(ack.platform, {}).pop(ack.room_id, None)
                     return Routed.RESOLVED
                 return Routed.DUPLICATE
-            if future is not None and not future.done() and clock.covers(result.sent_at_ms, ack.watermark_ms):
-                future.set_result(ack)
-                return Routed.RESOLVED
+            if future is not None and not future.done():
+                if clock.covers(result.sent_at_ms, ack.watermark_ms):
+                    future.set_result(ack)
+                    self._uncovered.get(ack.platform, {}).pop(ack.room_id, None)
+                    return Routed.RESOLVED
+                # Not later than the send by the lead learned so far, which only ever overstates the true lead: the
+                # lead may fall with the next deliveries that name their mids, and then this watermark covers it.
+                rooms = self._uncovered.setdefault(ack.platform, {})
+                kept_ack = rooms.get(ack.room_id)
+                if kept_ack is None or (kept_ack.watermark_ms or 0) < ack.watermark_ms:
+                    rooms[ack.room_id] = ack
             return Routed.DUPLICATE  # older than the in-flight send: it confirms earlier messages only
         kept = self._early_watermark.get(ack.room_id)
         if kept is None or (kept[1].watermark_ms or 0) < ack.watermark_ms:
@@ -263,6 +281,21 @@ class AckRouter:
             while len(self._early_watermark) > self._finished_capacity:
                 self._early_watermark.popitem(last=False)
         return Routed.EARLY
+
+    def _lead_fell(self, platform: str, clock: PlatformClock) -> None:
+        """``platform``'s learned lead fell: resolve the in-flight messages its kept watermarks now cover (one kept
+        per room with a message in flight, so this is bounded by the rooms waiting on the platform)."""
+        rooms = self._uncovered.get(platform)
+        if not rooms:
+            return
+        for room_id, ack in list(rooms.items()):
+            waiting = self._by_watermark.get(room_id)
+            future = self._waiting.get(waiting[0]) if waiting is not None else None
+            if waiting is None or future is None or future.done():
+                del rooms[room_id]
+            elif ack.watermark_ms is not None and clock.covers(waiting[1].sent_at_ms, ack.watermark_ms):
+                del rooms[room_id]
+                future.set_result(ack)
 
     def _keep_early(self, ack: Ack, key: tuple[str, str] | None) -> None:
         now = time.monotonic()
