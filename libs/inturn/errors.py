@@ -18,12 +18,19 @@ class ConfigError(InturnError):
     """Settings are missing or invalid; the process must not start."""
 
 
-class SchemaError(InturnError):
+class ReasonError(InturnError):
+    """An error that says why in one line, ``reason``, which callers write into events, dead letters and logs."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SchemaError(ReasonError):
     """A record does not decode or validate; ``reason`` says why in one line."""
 
     def __init__(self, reason: str, *, raw: bytes | None = None) -> None:
         super().__init__(reason)
-        self.reason = reason
         self.raw = raw
 
 
@@ -53,12 +60,11 @@ class TopicMissingError(InturnError):
     """A topic inturn needs does not exist."""
 
 
-class PlatformError(InturnError):
-    """A send to a messaging platform failed."""
+class PlatformError(ReasonError):
+    """A send to a messaging platform failed; ``reason`` says why in one line."""
 
     def __init__(self, reason: str, *, status: int | None = None) -> None:
         super().__init__(reason)
-        self.reason = reason
         self.status = status
 
 

@@ -323,12 +323,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
     @app.post(
         "/webhooks/whatsapp",
         summary="WhatsApp status callbacks",
-        response_model=None,
-        responses=openapi.POST_RESPONSES,
-        openapi_extra={
-            "requestBody": openapi.META_BODY,
-            "parameters": [openapi.signature_header("X-Hub-Signature-256", "Meta app secret")],
-        },
+        **openapi.signed_callback("X-Hub-Signature-256", "Meta app secret", openapi.META_BODY),
     )
     async def whatsapp_statuses(request: Request) -> Response:
         """Each status (sent, delivered, read, failed) becomes an ack on the room's acks partition."""
@@ -376,12 +371,7 @@ def create_app(settings: WebhookSettings | None = None) -> WebhookApp:
     @app.post(
         "/webhooks/generic/{platform}",
         summary="Acks of any platform, inturn's JSON format",
-        response_model=None,
-        responses=openapi.POST_RESPONSES,
-        openapi_extra={
-            "requestBody": openapi.GENERIC_BODY,
-            "parameters": [openapi.signature_header("X-Inturn-Signature-256", "generic secret")],
-        },
+        **openapi.signed_callback("X-Inturn-Signature-256", "generic secret", openapi.GENERIC_BODY),
     )
     async def generic_acks(request: Request, platform: str) -> Response:
         """Each ack is published as given, on the room's acks partition, with ``platform`` from the path."""
@@ -417,10 +407,8 @@ def _document_platform(app: WebhookApp, path: str, platform: str) -> None:
         statuses,
         methods=["POST"],
         summary=f"{platform.capitalize()} status callbacks",
-        response_model=None,
-        responses=openapi.POST_RESPONSES,
-        openapi_extra={"parameters": [openapi.signature_header(header, f"{platform} secret")]},
         name=f"{platform}_statuses",
+        **openapi.signed_callback(header, f"{platform} secret"),
     )
 
 

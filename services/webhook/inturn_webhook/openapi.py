@@ -129,6 +129,14 @@ def signature_header(name: str, secret: str) -> dict[str, Any]:
     }
 
 
+def signed_callback(header: str, secret: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The keyword arguments that document a platform's callback route (FastAPI's ``add_api_route``/``post``): its
+    answers (``POST_RESPONSES``), its signature header made with ``secret``, and its request ``body`` when given."""
+    extra: dict[str, Any] = {} if body is None else {"requestBody": body}
+    extra["parameters"] = [signature_header(header, secret)]
+    return {"response_model": None, "responses": POST_RESPONSES, "openapi_extra": extra}
+
+
 class Accepted(BaseModel):
     """The 200 answer: what became of the request's statuses (all of it confirmed by Kafka)."""
 
