@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from inturn.settings.sim import SimSettings
 
@@ -53,46 +53,43 @@ class Knobs:
         return cls(**values)
 
 
-class ConfigUpdate(BaseModel):
-    """Body of ``POST /_sim/config``: any subset of the knobs; unknown names are refused (400)."""
+class KnobsUpdate(BaseModel):
+    """Body of ``POST /_sim/config``: any subset of the knobs; unknown names are refused (400). ``ConfigUpdate`` adds
+    the knobs themselves, each of the type and within the bounds of its setting."""
 
     model_config = ConfigDict(extra="forbid")
 
-    webhook_url: str | None = None
-    messenger_webhook_url: str | None = None
-    instagram_webhook_url: str | None = None
-    messenger_mids_absent_rate: float | None = Field(None, ge=0, le=1)
-    latency_median_ms: float | None = Field(None, gt=0)
-    latency_p99_ms: float | None = Field(None, gt=0)
-    latency_max_ms: float | None = Field(None, gt=0)
-    delivered_delay_ms: float | None = Field(None, ge=0)
-    read_rate: float | None = Field(None, ge=0, le=1)
-    read_delay_ms: float | None = Field(None, ge=0)
-    timestamp_precision: Literal["ms", "s"] | None = None
-    drop_rate: float | None = Field(None, ge=0, le=1)
-    failed_rate: float | None = Field(None, ge=0, le=1)
-    error_rate_5xx: float | None = Field(None, ge=0, le=1)
-    slow_rate: float | None = Field(None, ge=0, le=1)
-    slow_ms: float | None = Field(None, ge=0)
-    rate_limit_per_s: float | None = Field(None, ge=0)
-    callback_retries: int | None = Field(None, ge=0, le=20)
-    callback_backoff_ms: float | None = Field(None, ge=0)
-    callback_delay_median_ms: float | None = Field(None, ge=0)
-    callback_delay_p99_ms: float | None = Field(None, ge=0)
-    callback_delay_max_ms: float | None = Field(None, gt=0)
-    callback_duplicate_rate: float | None = Field(None, ge=0, le=1)
-    callback_duplicate_delay_ms: float | None = Field(None, ge=0)
     withhold_recipients: list[str] | None = None
     seed: int | None = Field(None, description="Re-seed the random draws.")
 
     @model_validator(mode="after")
-    def _p99_not_below_median(self) -> ConfigUpdate:
-        if self.latency_median_ms and self.latency_p99_ms and self.latency_p99_ms < self.latency_median_ms:
-            raise ValueError("latency_p99_ms must be >= latency_median_ms")
-        median, p99 = self.callback_delay_median_ms, self.callback_delay_p99_ms
-        if median and p99 is not None and p99 < median:
-            raise ValueError("callback_delay_p99_ms must be >= callback_delay_median_ms")
+    def _p99_not_below_median(self) -> KnobsUpdate:
+        given = self.model_dump(exclude_none=True)
+        for delay in ("latency", "callback_delay"):
+            median, p99 = given.get(f"{delay}_median_ms"), given.get(f"{delay}_p99_ms")
+            if median and p99 is not None and p99 < median:
+                raise ValueError(f"{delay}_p99_ms must be >= {delay}_median_ms")
         return self
+
+
+def _knob_fields() -> dict[str, Any]:
+    """Each knob of ``Knobs`` as ``POST /_sim/config`` takes it: the type and bounds of its setting
+    (``SimSettings.sim_<name>``), or None (unchanged)."""
+    fields: dict[str, Any] = {}
+    for name in Knobs.__dataclass_fields__:
+        if name == "withhold_recipients":  # a list in the body, no setting
+            continue
+        setting = SimSettings.model_fields[f"sim_{name}"]
+        kind: Any = setting.annotation  # float, int, str or a Literal: every knob's setting has one
+        optional = kind | None
+        fields[name] = (Annotated[(optional, *setting.metadata)] if setting.metadata else optional, None)
+    return fields
+
+
+#: The model of ``POST /_sim/config``'s body (``KnobsUpdate`` with every knob).
+ConfigUpdate: type[KnobsUpdate] = create_model(
+    "ConfigUpdate", __base__=KnobsUpdate, __module__=__name__, **_knob_fields()
+)
 
 
 class Latency:

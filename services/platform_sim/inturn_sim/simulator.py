@@ -24,7 +24,7 @@ from inturn.settings.sim import SimSettings
 from inturn_sim import meta
 from inturn_sim.callbacks import CallbackSender
 from inturn_sim.device import ReceiptLog
-from inturn_sim.knobs import ConfigUpdate, Knobs, Latency
+from inturn_sim.knobs import Knobs, KnobsUpdate, Latency
 from inturn_sim.records import DELIVER, DROP, FAIL, Sent, Stats, Status
 
 #: Message types of the Cloud API send call; the body must carry the object named by ``type``.
@@ -366,7 +366,7 @@ class Simulator:
 
     # --- control -----------------------------------------------------------------------------------
 
-    def configure(self, update: ConfigUpdate) -> dict[str, Any]:
+    def configure(self, update: KnobsUpdate) -> dict[str, Any]:
         """Apply a partial knob update; held statuses of recipients no longer withheld are sent."""
         values = update.model_dump(exclude_unset=True, exclude_none=True)
         median = values.get("latency_median_ms", self.knobs.latency_median_ms)
