@@ -140,7 +140,8 @@ class Checkpoint:
         events: EventsConfirmed,
         store: CursorStore,
     ) -> None:
-        self._settings = settings
+        self._worker_id = settings.worker_id  # the owner a round claims partitions and writes cursors for
+        self._commit_every = settings.worker_commit_interval_ms / 1000
         self._parts = parts
         self._rooms = rooms
         self._events = events
@@ -160,14 +161,13 @@ class Checkpoint:
     async def run(self) -> None:
         """Rounds when due (``next_round``) until ``stop``; their offsets are decided for a commit at most every
         ``worker_commit_interval_ms`` and sent by the consumer thread's next turn."""
-        commit_every = self._settings.worker_commit_interval_ms / 1000
         while not self._stopping:
             await self.next_round()
             if self._stopping:
                 return
             allowed = await self.once()
             now = time.monotonic()
-            if allowed is not None and now - self._last_commit >= commit_every:
+            if allowed is not None and now - self._last_commit >= self._commit_every:
                 self._last_commit = now
                 self.commits.decide(self._parts, allowed)
 
@@ -215,13 +215,11 @@ class Checkpoint:
                 return None
             try:
                 missing = [p.partition for p in parts if p.epoch is None and not p.gone]
-                claimed = await self._store.claim(missing, self._settings.worker_id) if missing else {}
+                claimed = await self._store.claim(missing, self._worker_id) if missing else {}
                 epochs = {p.partition: e for p in parts if (e := claimed.get(p.partition, p.epoch)) is not None}
                 updates = [u for partition in epochs for u in pending[partition][0]]
                 checked = (
-                    await self._store.checkpoint(updates, epochs, self._settings.worker_id)
-                    if epochs
-                    else Checked(set(), {})
+                    await self._store.checkpoint(updates, epochs, self._worker_id) if epochs else Checked(set(), {})
                 )
             except POSTGRES_ERRORS as exc:
                 self.postgres_ok = False

@@ -136,7 +136,8 @@ class Intake:
         rebalances: Rebalances,
         checkpoint: Checkpoint,
     ) -> None:
-        self._settings = settings
+        self._batch_size = settings.worker_poll_batch
+        self._watermarks = (settings.worker_high_watermark, settings.worker_low_watermark)  # (pause at, resume below)
         self._parts = parts
         self._batches = batches
         self._rebalances = rebalances
@@ -168,11 +169,10 @@ class Intake:
             on_revoke=self._rebalances.on_revoke,
             on_lost=self._rebalances.on_lost,
         )
-        batch_size = self._settings.worker_poll_batch
         checkpoints = asyncio.create_task(self._checkpoint.run(), name="checkpoints")
         try:
             while not self._stopping:
-                batch = await loop.run_in_executor(self._executor, self._step, batch_size)
+                batch = await loop.run_in_executor(self._executor, self._step, self._batch_size)
                 if batch:
                     await self._batches.take(batch)
                 self._checkpoint.poll_events()
@@ -198,7 +198,7 @@ class Intake:
 
     def _backpressure(self) -> None:
         """On the loop: each partition decides its pause (``Partition.backpressure``); the thread carries it out."""
-        high, low = self._settings.worker_high_watermark, self._settings.worker_low_watermark
+        high, low = self._watermarks
         pause, resume = self._pauses
         for part in self._parts.values():
             paused = part.backpressure(high, low)

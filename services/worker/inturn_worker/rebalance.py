@@ -33,7 +33,8 @@ class Rebalances:
     def __init__(
         self, settings: WorkerSettings, parts: Partitions, rooms: Rooms, acks: AckReader, checkpoint: Checkpoint
     ) -> None:
-        self._settings = settings
+        self._grace_s = settings.worker_revoke_grace_ms / 1000  # what in-flight messages get on a revoke
+        self._lookback_ms = settings.worker_ack_lookback_ms
         self._parts = parts
         self._rooms = rooms
         self._acks = acks
@@ -63,8 +64,7 @@ class Rebalances:
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         numbers = [tp.partition for tp in partitions]
-        grace = self._settings.worker_revoke_grace_ms / 1000
-        commits = self._in_loop(self._revoked(numbers, grace), timeout=grace + 30)
+        commits = self._in_loop(self._revoked(numbers, self._grace_s), timeout=self._grace_s + 30)
         if commits:
             self._checkpoint.commits.send(consumer, commits, asynchronous=False)
 
@@ -79,7 +79,7 @@ class Rebalances:
         if not numbers:
             return []
         log.info("partitions_released", partitions=numbers)
-        return await self._revoked(numbers, self._settings.worker_revoke_grace_ms / 1000)
+        return await self._revoked(numbers, self._grace_s)
 
     async def _assigned(self, numbers: list[int]) -> None:
         held = [part for p in numbers if (part := self._parts.of(p)) is not None]
@@ -89,7 +89,7 @@ class Rebalances:
             # a room in one process). Let the old one go as if lost first (docs/reliability.md, problem 12).
             log.warning("partitions_assigned_again", partitions=[p.partition for p in held])
             await self._fence_and_drop(held)
-        since = now_ms() - self._settings.worker_ack_lookback_ms
+        since = now_ms() - self._lookback_ms
         parts = self._parts.assign(numbers, self._checkpoint.wanted)
         self._acks.assign(parts, since)
         m.ASSIGNED_PARTITIONS.set(len(self._parts))
