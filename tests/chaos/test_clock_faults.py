@@ -48,6 +48,11 @@ ROOMS = 300  # the size of the other issue-40 rows: 1000 rooms overloaded the si
 TWO_MINUTES_MS = 120_000
 
 
+def apart(offset_ms: int) -> str:
+    """A clock offset in a row's name: ``120 s ahead of`` or ``120 s behind``."""
+    return f"{abs(offset_ms) // 1000} s {'ahead of' if offset_ms > 0 else 'behind'}"
+
+
 def resent_long_after_delivery(line: Pipeline, margin_ms: int) -> list[int]:
     """For each copy sent again more than ``margin_ms`` after the first copy reached the device, that gap (ms).
 
@@ -101,9 +106,8 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
         line.add_worker("w1")
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        ahead = "ahead of" if offset_ms > 0 else "behind"
         scenario = Scenario(
-            f"webhook clock {abs(offset_ms) // 1000} s {ahead} the workers', hand-over mid-run",
+            f"webhook clock {apart(offset_ms)} the workers', hand-over mid-run",
             line,
             f"{ROOMS} rooms x {per_room}, 1 then 2 workers",
         )
@@ -166,9 +170,8 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
             line.add_worker(name)
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        ahead = "ahead of" if offset_ms > 0 else "behind"
         scenario = Scenario(
-            f"worker clocks {abs(offset_ms) // 1000} s {ahead} Messenger's (watermark acks)",
+            f"worker clocks {apart(offset_ms)} Messenger's (watermark acks)",
             line,
             f"{ROOMS} rooms x {per_room}, 2 workers, Messenger",
         )
