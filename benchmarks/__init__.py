@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from confluent_kafka import Producer
+
 from inturn import topics
-from inturn.kafka import make_admin
+from inturn.kafka import make_admin, make_producer
 from inturn.settings import KafkaSettings
 
 
@@ -20,6 +24,19 @@ def fresh_topics(bootstrap: str, name: str, partitions: int) -> KafkaSettings:
     settings = KafkaSettings(kafka_bootstrap=bootstrap, topic_partitions=partitions, **topics.prefixed(name))
     topics.create(make_admin(settings), settings)
     return settings
+
+
+@contextmanager
+def producing(settings: KafkaSettings, flush_s: float, what: str) -> Iterator[Producer]:
+    """A producer for a benchmark's input: at the block's end everything given to it must be on Kafka within
+    ``flush_s`` (``RuntimeError`` naming ``what`` if not); closed however the block ends."""
+    producer = make_producer(settings)
+    try:
+        yield producer
+        if producer.flush(flush_s) != 0:
+            raise RuntimeError(f"could not produce {what}")
+    finally:
+        producer.close()
 
 
 def code_version() -> dict[str, Any]:

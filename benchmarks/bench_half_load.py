@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks import code_version, fresh_topics
+from benchmarks import code_version, fresh_topics, producing
 from benchmarks import matrix_figures as figures
 from benchmarks.bench_matrix import (
     PARTITIONS,
@@ -39,7 +39,7 @@ from benchmarks.bench_matrix import (
     sim_env_for,
     worker_env_for,
 )
-from inturn.kafka import committed_total, make_producer
+from inturn.kafka import committed_total
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka, LocalPostgres
@@ -57,16 +57,11 @@ def produce_paced(
 ) -> dict[str, list[str]]:
     """Messages to the messages topic at ``rate`` per second for ``seconds``, rooms in turn; each room's order.
     ``accounts``: the rooms spread over that many WhatsApp sending accounts (room r: account r mod ``accounts``)."""
-    producer = make_producer(settings)
     produced: dict[str, list[str]] = {}
-    try:
+    with producing(settings, 60, "every message") as producer:
         for room, message_id, value in paced(rooms, rate, seconds, prefix, accounts, lambda: producer.poll(0)):
             producer.produce(settings.topic_messages, key=room, value=value)
             produced.setdefault(room, []).append(message_id)
-        if producer.flush(60) != 0:
-            raise RuntimeError("could not produce every message")
-    finally:
-        producer.close()
     return produced
 
 

@@ -35,9 +35,8 @@ from typing import Any
 
 import orjson
 
-from benchmarks import code_version, fresh_topics
+from benchmarks import code_version, fresh_topics, producing
 from benchmarks import matrix_figures as figures
-from inturn.kafka import make_producer
 from inturn.schemas import now_ms
 from inturn.settings import KafkaSettings
 from inturn_devtools import KAFKA_VERSION, LocalKafka, LocalPostgres
@@ -243,29 +242,24 @@ def raw_loop(kafka: LocalKafka, name: str, rooms: int, requests: int, sim_env: d
 
 def produce_backlog(targets: list[KafkaSettings], rooms: int, per_room: int, *, prefix: str) -> dict[str, list[str]]:
     """The same backlog to every target's messages topic, rooms interleaved; each room's order."""
-    producer = make_producer(targets[0])
     filler = "x" * PAYLOAD_BYTES
     produced: dict[str, list[str]] = {f"{prefix}-{r}": [] for r in range(rooms)}
     count = 0
-    for n in range(per_room):
-        for r in range(rooms):
-            room, message_id, value = message_value(prefix, r, n, filler)
-            for target in targets:
-                while True:
-                    try:
-                        producer.produce(target.topic_messages, key=room, value=value)
-                        break
-                    except BufferError:
-                        producer.poll(0.1)
-            produced[room].append(message_id)
-            count += 1
-            if count % 5_000 == 0:
-                producer.poll(0)
-    try:
-        if producer.flush(120) != 0:
-            raise RuntimeError("could not produce the whole backlog")
-    finally:
-        producer.close()
+    with producing(targets[0], 120, "the whole backlog") as producer:
+        for n in range(per_room):
+            for r in range(rooms):
+                room, message_id, value = message_value(prefix, r, n, filler)
+                for target in targets:
+                    while True:
+                        try:
+                            producer.produce(target.topic_messages, key=room, value=value)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                produced[room].append(message_id)
+                count += 1
+                if count % 5_000 == 0:
+                    producer.poll(0)
     return produced
 
 

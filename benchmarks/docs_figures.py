@@ -111,6 +111,20 @@ def _round_ratios(worker: Mapping[str, Any], key: str = "ratio_vs_aiohttp") -> s
     return f" (rounds {', '.join(figure(r.get(key, r.get('ratio')), 2) for r in rounds)})"
 
 
+def _rate_row(name: str, figures: Mapping[str, Any], keys: tuple[str, str, str], baseline_unit: str) -> list[str]:
+    """A component's row with no target: its rate, its same-run baseline (in ``baseline_unit``) and the ratio of
+    the two (3 digits), read from ``figures`` under ``keys`` (rate, baseline, ratio)."""
+    rate, baseline, ratio = keys
+    return [
+        name,
+        figure(figures.get(rate)),
+        f"{figure(figures.get(baseline))} {baseline_unit}",
+        figure(figures.get(ratio), 3),
+        "—",
+        source(figures),
+    ]
+
+
 def components(results: Results) -> list[str]:
     """The other benchmarks' headline figures, each with its same-run baseline and target."""
     r: Mapping[str, Any] = results.get("results", {})
@@ -251,14 +265,12 @@ def components(results: Results) -> list[str]:
             )
     if b := r.get("bridge"):
         rows.append(
-            [
+            _rate_row(
                 "bridge messages/s (Pub/Sub → Kafka)",
-                figure(b.get("bridge_msgs_per_s")),
-                f"{figure(b.get('baseline_ack_only_msgs_per_s'))} msg/s bare subscriber",
-                figure(b.get("bridge_over_baseline"), 3),
-                "—",
-                source(b),
-            ]
+                b,
+                ("bridge_msgs_per_s", "baseline_ack_only_msgs_per_s", "bridge_over_baseline"),
+                "msg/s bare subscriber",
+            )
         )
     if p := r.get("report"):
         rows.append(
@@ -288,14 +300,12 @@ def components(results: Results) -> list[str]:
         )
     if s := r.get("sim"):
         rows.append(
-            [
+            _rate_row(
                 "platform simulator sends/s",
-                figure(s.get("msgs_per_s")),
-                f"{figure(s.get('baseline_client_ceiling_msgs_per_s'))} msg/s client ceiling",
-                figure(s.get("ratio_to_client_ceiling"), 3),
-                "—",
-                source(s),
-            ]
+                s,
+                ("msgs_per_s", "baseline_client_ceiling_msgs_per_s", "ratio_to_client_ceiling"),
+                "msg/s client ceiling",
+            )
         )
     out = ["## Per-component figures", ""]
     out += [

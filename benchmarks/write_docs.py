@@ -190,6 +190,33 @@ def _loads(values: Any) -> str:
     return ", ".join(f"{v:g}" for v in values) if values else "—"
 
 
+def _per_scenario(
+    ok: Sequence[Mapping[str, Any]], header: Sequence[str], cells: Callable[[Mapping[str, Any]], list[str]]
+) -> list[str]:
+    """A table of one row per scenario: its rooms and ack rate, then ``cells`` of it under ``header``."""
+    return table(["rooms", "ack rate", *header], [[figure(s["rooms"]), f"{s['ack_rate']:g}", *cells(s)] for s in ok])
+
+
+def _per_mode(
+    ok: Sequence[Mapping[str, Any]], header: Sequence[str], cells: Callable[[Mapping[str, Any], str], list[str]]
+) -> list[str]:
+    """A table of one row per scenario and mode (ack, then partition): the scenario's rooms and ack rate, the mode,
+    then ``cells`` of the scenario in that mode under ``header``."""
+    return table(
+        ["rooms", "ack rate", "mode", *header],
+        [
+            [figure(s["rooms"]), f"{s['ack_rate']:g}", mode, *cells(s, mode)]
+            for s in ok
+            for mode in ("ack", "partition")
+        ],
+    )
+
+
+def _spread(s: Mapping[str, Any], mode: str, latency: str) -> str:
+    """A latency of a scenario in a mode as ``p50 / p99``."""
+    return f"{figure(dig(s, mode, 'latency', latency, 'p50'))} / {figure(dig(s, mode, 'latency', latency, 'p99'))}"
+
+
 def _matrix_sections(
     matrix: Mapping[str, Any],
     scenarios: Sequence[Mapping[str, Any]],
@@ -235,29 +262,16 @@ def _matrix_sections(
         out += ["**Failed scenarios:** " + "; ".join(f"{s['name']}: {s['error']}" for s in scenarios if "error" in s)]
         out += [""]
     out += ["### Throughput", ""]
-    out += table(
-        [
-            "rooms",
-            "ack rate",
-            "ack msg/s",
-            "partition msg/s",
-            "raw msg/s",
-            "ack / partition",
-            "ack / raw",
-            "partition / raw",
-        ],
-        [
-            [
-                figure(s["rooms"]),
-                f"{s['ack_rate']:g}",
-                figure(s["ack"]["msgs_per_s"]),
-                figure(s["partition"]["msgs_per_s"]),
-                figure(s["raw"]["msgs_per_s"]),
-                figure(s["ack_over_partition"], 2),
-                figure(s["ack_over_raw"], 3),
-                figure(s["partition_over_raw"], 3),
-            ]
-            for s in ok
+    out += _per_scenario(
+        ok,
+        ["ack msg/s", "partition msg/s", "raw msg/s", "ack / partition", "ack / raw", "partition / raw"],
+        lambda s: [
+            figure(s["ack"]["msgs_per_s"]),
+            figure(s["partition"]["msgs_per_s"]),
+            figure(s["raw"]["msgs_per_s"]),
+            figure(s["ack_over_partition"], 2),
+            figure(s["ack_over_raw"], 3),
+            figure(s["partition_over_raw"], 3),
         ],
     )
     drained = [
@@ -284,35 +298,16 @@ def _matrix_sections(
         "webhook, Kafka and the worker's ack reader.",
         "",
     ]
-    rows = []
-    for s in ok:
-        for mode in ("ack", "partition"):
-            la = s[mode]["latency"]
-            rows.append(
-                [figure(s["rooms"]), f"{s['ack_rate']:g}", mode]
-                + [
-                    f"{figure(la[k]['p50'])} / {figure(la[k]['p99'])}"
-                    for k in (
-                        "consumed_to_sent_ms",
-                        "turn_to_sent_ms",
-                        "ack_at_webhook_minus_injected_ms",
-                        "ack_at_worker_minus_injected_ms",
-                    )
-                ]
-                + [figure(la["ack_timeouts"])]
-            )
-    out += table(
-        [
-            "rooms",
-            "ack rate",
-            "mode",
-            "consumed→sent",
-            "turn→sent",
-            "ack-injected at webhook",
-            "ack-injected at worker",
-            "ack timeouts",
-        ],
-        rows,
+    spreads = (
+        "consumed_to_sent_ms",
+        "turn_to_sent_ms",
+        "ack_at_webhook_minus_injected_ms",
+        "ack_at_worker_minus_injected_ms",
+    )
+    out += _per_mode(
+        ok,
+        ["consumed→sent", "turn→sent", "ack-injected at webhook", "ack-injected at worker", "ack timeouts"],
+        lambda s, mode: [_spread(s, mode, k) for k in spreads] + [figure(s[mode]["latency"]["ack_timeouts"])],
     )
     out += [
         "The ack path at the worker, in its three parts (p50 / p99, ms): *send→accepted*: accepted_at_ms of the "
@@ -322,17 +317,10 @@ def _matrix_sections(
         "",
     ]
     parts = ("send_to_accepted_ms", "delivered_to_webhook_ms", "webhook_to_worker_ms")
-    out += table(
-        ["rooms", "ack rate", "mode", "send→accepted", "delivered→webhook", "webhook→worker"],
-        [
-            [figure(s["rooms"]), f"{s['ack_rate']:g}", mode]
-            + [
-                f"{figure(dig(s, mode, 'latency', k, 'p50'))} / {figure(dig(s, mode, 'latency', k, 'p99'))}"
-                for k in parts
-            ]
-            for s in ok
-            for mode in ("ack", "partition")
-        ],
+    out += _per_mode(
+        ok,
+        ["send→accepted", "delivered→webhook", "webhook→worker"],
+        lambda s, mode: [_spread(s, mode, k) for k in parts],
     )
     out += [f"![Added latency in ack mode]({rel}/latency.svg)", "", "### Worker cost", ""]
     out += [
@@ -341,10 +329,9 @@ def _matrix_sections(
         "brackets); active rooms: the worker's `inturn_worker_active_rooms` gauge, highest value read.",
         "",
     ]
-    out += table(
+    out += _per_scenario(
+        ok,
         [
-            "rooms",
-            "ack rate",
             "ack CPU µs/msg",
             "partition CPU µs/msg",
             "raw CPU µs/request",
@@ -353,19 +340,14 @@ def _matrix_sections(
             "partition RSS MiB",
             "active rooms (ack)",
         ],
-        [
-            [
-                figure(s["rooms"]),
-                f"{s['ack_rate']:g}",
-                figure(s["ack"]["worker_cpu_us_per_message"]),
-                figure(s["partition"]["worker_cpu_us_per_message"]),
-                figure(s["raw"]["cpu_us_per_request"]),
-                figure(s["ack_cpu_over_raw_cpu"], 2),
-                f"{figure(s['ack']['worker_rss_mb'])} ({figure(s['ack']['worker_peak_rss_mb'])})",
-                f"{figure(s['partition']['worker_rss_mb'])} ({figure(s['partition']['worker_peak_rss_mb'])})",
-                figure(s["ack"]["peak_active_rooms"]),
-            ]
-            for s in ok
+        lambda s: [
+            figure(s["ack"]["worker_cpu_us_per_message"]),
+            figure(s["partition"]["worker_cpu_us_per_message"]),
+            figure(s["raw"]["cpu_us_per_request"]),
+            figure(s["ack_cpu_over_raw_cpu"], 2),
+            f"{figure(s['ack']['worker_rss_mb'])} ({figure(s['ack']['worker_peak_rss_mb'])})",
+            f"{figure(s['partition']['worker_rss_mb'])} ({figure(s['partition']['worker_peak_rss_mb'])})",
+            figure(s["ack"]["peak_active_rooms"]),
         ],
     )
     out += [f"![CPU per message]({rel}/cpu.svg)", "", f"![Worker RSS]({rel}/rss.svg)", "", "### Receipt checker", ""]
@@ -385,16 +367,14 @@ def _matrix_sections(
             f" ({figure(past)})" if receipts["reordered"] and past is not None else ""
         )
 
-    out += table(
-        ["rooms", "ack rate", "mode", "received", "lost", "reordered", "duplicated", "not yet sent"],
-        [
-            [figure(s["rooms"]), f"{s['ack_rate']:g}", mode]
-            + [figure(s[mode]["receipts"][k]) for k in ("received", "lost")]
+    out += _per_mode(
+        ok,
+        ["received", "lost", "reordered", "duplicated", "not yet sent"],
+        lambda s, mode: (
+            [figure(s[mode]["receipts"][k]) for k in ("received", "lost")]
             + [reordered(s[mode]["receipts"])]
             + [figure(s[mode]["receipts"][k]) for k in ("duplicated", "not_yet_sent")]
-            for s in ok
-            for mode in ("ack", "partition")
-        ],
+        ),
     )
     return out
 

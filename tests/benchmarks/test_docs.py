@@ -342,6 +342,22 @@ def test_the_reports_floor_is_shown_against_the_scan_beside_the_report() -> None
     assert "its floor (scan and one shuffle by room; nothing else) took 1.7x the scan" in reading
 
 
+def test_the_bridge_and_simulator_rows_set_each_rate_against_its_same_run_baseline() -> None:
+    results = {
+        "results": {
+            "bridge": {
+                "bridge_msgs_per_s": 1498.2,
+                "baseline_ack_only_msgs_per_s": 1866,
+                "bridge_over_baseline": 0.8031,
+            },
+            "sim": {"msgs_per_s": 3000.5, "baseline_client_ceiling_msgs_per_s": 4000, "ratio_to_client_ceiling": 0.75},
+        }
+    }
+    table = "\n".join(docs_figures.components(results))
+    assert "| bridge messages/s (Pub/Sub → Kafka) | 1,498.2 | 1,866 msg/s bare subscriber | 0.803 | — |" in table
+    assert "| platform simulator sends/s | 3,000.5 | 4,000 msg/s client ceiling | 0.750 | — |" in table
+
+
 def test_the_kafka_clients_section_shows_each_clients_cost_per_record_against_confluent_kafka() -> None:
     section = kafka_clients_section(
         {

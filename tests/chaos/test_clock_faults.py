@@ -33,7 +33,7 @@ from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
 from tests.chaos.conftest import (
     CHAOS_SIM,
-    CHAOS_WORKER,
+    PLATFORM_WORKER,
     Scenario,
     judge,
     owned_partitions,
@@ -46,8 +46,11 @@ pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
 ROOMS = 300  # the size of the other issue-40 rows: 1000 rooms overloaded the simulator on this shared box
 TWO_MINUTES_MS = 120_000
-#: The matrix's workers with the platform rows' send timeout (tests/chaos/test_platform_faults.py: 30 s).
-WORKER = {**CHAOS_WORKER, "INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
+
+
+def apart(offset_ms: int) -> str:
+    """A clock offset in a row's name: ``120 s ahead of`` or ``120 s behind``."""
+    return f"{abs(offset_ms) // 1000} s {'ahead of' if offset_ms > 0 else 'behind'}"
 
 
 def resent_long_after_delivery(line: Pipeline, margin_ms: int) -> list[int]:
@@ -94,7 +97,7 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
     sim = {**CHAOS_SIM, "INTURN_SIM_DROP_RATE": "0"}  # every delivered message's ack reaches the acks topic
     # No revoke grace: the rooms in flight at the hand-over leave their cursors behind, so the new owner must find
     # their acks by time (offsets_for_times from the look-back point).
-    worker = {**WORKER, "INTURN_WORKER_REVOKE_GRACE_MS": "0"}
+    worker = {**PLATFORM_WORKER, "INTURN_WORKER_REVOKE_GRACE_MS": "0"}
     line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=sim, worker=worker)
     topic, count = inturn_topics.topic_messages, inturn_topics.topic_partitions
     try:
@@ -103,9 +106,8 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
         line.add_worker("w1")
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        ahead = "ahead of" if offset_ms > 0 else "behind"
         scenario = Scenario(
-            f"webhook clock {abs(offset_ms) // 1000} s {ahead} the workers', hand-over mid-run",
+            f"webhook clock {apart(offset_ms)} the workers', hand-over mid-run",
             line,
             f"{ROOMS} rooms x {per_room}, 1 then 2 workers",
         )
@@ -147,7 +149,7 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
     }
     # An ack timeout far above the platform's latency: a message that times out here was not resolved by its
     # delivery (on this shared box acks took more than the matrix's 1.5 s at times, whatever the clocks).
-    worker = {**WORKER, "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms), "INTURN_WORKER_ACK_TIMEOUT_MS": "10000"}
+    worker = {**PLATFORM_WORKER, "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms), "INTURN_WORKER_ACK_TIMEOUT_MS": "10000"}
     # No replay window: the callbacks the platform sends again reach the workers, as they do when they land on
     # another webhook replica than the first time (each keeps its own window).
     webhook = {"INTURN_WEBHOOK_REPLAY_WINDOW": "0"}
@@ -168,9 +170,8 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
             line.add_worker(name)
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        ahead = "ahead of" if offset_ms > 0 else "behind"
         scenario = Scenario(
-            f"worker clocks {abs(offset_ms) // 1000} s {ahead} Messenger's (watermark acks)",
+            f"worker clocks {apart(offset_ms)} Messenger's (watermark acks)",
             line,
             f"{ROOMS} rooms x {per_room}, 2 workers, Messenger",
         )

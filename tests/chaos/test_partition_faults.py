@@ -25,7 +25,7 @@ from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import (
     CHAOS_SIM,
-    CHAOS_WORKER,
+    PLATFORM_WORKER,
     Scenario,
     judge,
     owned_partitions,
@@ -39,9 +39,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
 ROOMS, PER_ROOM = 300, 15  # 1000 rooms overloaded the simulator on this shared box (test_platform_faults.py)
 CUT_S = 10.0  # how long a path stays blackholed where it heals: the scenario itself, not a wait for a condition
-#: The matrix's workers, with the send timeout of the platform rows (tests/chaos/test_platform_faults.py: 30 s; on
-#: this loaded box the simulator answered some sends after 10 s).
-WORKER = {**CHAOS_WORKER, "INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
 LEASE_S = 3.0  # the workers' lease: half their 6 s session timeout (inturn_worker.partition.lease_seconds)
 
 
@@ -67,7 +64,7 @@ def proxied_line(
     """A line (not started) on fresh topics of the proxied broker, and the proxy its clients can be pointed at."""
     broker, proxy = proxied_kafka
     settings = topics_on(broker, kafka_settings)
-    return Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER), proxy
+    return Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER), proxy
 
 
 def via(line: Pipeline, name: str, base: str | None = None) -> dict[str, str]:
@@ -151,7 +148,9 @@ def test_a_worker_cut_off_from_postgres_stops_within_its_lease_and_resumes(
     assert target.port is not None
     with TcpProxy(target.port) as proxy:
         proxied = target._replace(netloc=target.netloc.replace(f":{target.port}", f":{proxy.port}")).geturl()
-        line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
+        line = Pipeline(
+            inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER
+        )
         with running(line, {"INTURN_POSTGRES_DSN": proxied}):
             total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
             scenario = Scenario("worker cut off from PostgreSQL (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")
@@ -185,7 +184,7 @@ def test_a_worker_cut_off_from_postgres_stops_within_its_lease_and_resumes(
 def test_a_worker_cut_off_from_the_platform_resends_at_most_what_was_in_flight(
     inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
 ) -> None:
-    line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
+    line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER)
     with TcpProxy(line.sim_port) as proxy, running(line, via(line, "w1", f"http://{proxy.address}")):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
         scenario = Scenario("worker cut off from the platform (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")

@@ -27,7 +27,7 @@ from inturn_devtools.postgres import pg_bin
 from inturn_devtools.waiting import wait_until
 from tests.chaos.conftest import (
     CHAOS_SIM,
-    CHAOS_WORKER,
+    PLATFORM_WORKER,
     Scenario,
     judge,
     owned_partitions,
@@ -41,8 +41,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 ROOMS, PER_ROOM = 300, 120  # ~400 messages/s on this box: the run must outlast the copy's 30 s and a hand-over
 COPY_AGE_S = 30.0  # how old the copy is when it is put back: the scenario itself, not a wait for a condition
 TABLES = ("partition_epochs", "room_cursors", "dead_letters", "blocked_rooms")
-#: The matrix's workers with the platform rows' send timeout (tests/chaos/test_platform_faults.py: 30 s).
-WORKER = {**CHAOS_WORKER, "INTURN_WORKER_SEND_TIMEOUT_MS": "30000"}
 
 
 @pytest.fixture
@@ -152,7 +150,9 @@ def senders_interleaved(receipts: list[dict[str, Any]]) -> list[str]:
 def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_send_a_room(
     inturn_topics: KafkaSettings, own_postgres: LocalPostgres, tmp_path: Path, test_id: str
 ) -> None:
-    line = Pipeline(inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=WORKER)
+    line = Pipeline(
+        inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER
+    )
     copy = tmp_path / "copy.sql"
     topic, count = inturn_topics.topic_messages, inturn_topics.topic_partitions
     try:

@@ -14,7 +14,7 @@ import pytest
 
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import Scenario, assert_target, owned_partitions, progress, rooms_of
+from tests.chaos.conftest import Scenario, assert_target, judge, owned_partitions, progress, rooms_of
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -110,8 +110,7 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
         frozen.thaw()
     scenario.fault("SIGCONT w1 after its partitions moved", 0)
     scenario.wait_drained(total, 180)
-    report = scenario.verdict()
-    assert_target(scenario, report)
+    judge(scenario)
     log = frozen.log_file.read_text()
     assert '"partition_fenced"' in log or '"partitions_lost"' in log, "the thawed worker kept its partitions"
 
@@ -130,8 +129,7 @@ def test_a_rolling_sigterm_restart_of_three_workers_loses_and_duplicates_nothing
         scenario.fault(f"SIGTERM {old}, then start its replacement", 0)  # a clean hand-over re-sends nothing
         replace(line, names, index, 1)
     scenario.wait_drained(total, 180)
-    report = scenario.verdict()
-    assert_target(scenario, report)
+    judge(scenario)
 
 
 def test_a_rebalance_storm_of_a_worker_joining_and_leaving_every_few_seconds_loses_nothing(
