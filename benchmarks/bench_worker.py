@@ -36,6 +36,7 @@ from confluent_kafka import TopicPartition
 from benchmarks import code_version, fresh_topics
 from inturn.kafka import committed_total, make_consumer
 from inturn.settings import KafkaSettings
+from inturn.settings.webhook import WebhookSettings
 from inturn_devtools import LocalKafka, LocalPostgres
 from inturn_devtools.pipeline import ACCESS_TOKEN, PHONE_NUMBER_ID, Pipeline
 from inturn_devtools.services import MALLOC_ENV
@@ -43,7 +44,11 @@ from inturn_devtools.waiting import wait_until
 
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
 BASELINES = ("aiohttp", "inturn", FLOOR)  # bare_post clients (aiohttp, the adapters' transport) and the floor
-STATUSES_PER_MESSAGE = 2  # the simulator's 'sent' and 'delivered' (read rate 0, nothing dropped)
+#: Statuses per message on the acks topic, which a worker reads (and so the floor): of the simulator's 'sent' and
+#: 'delivered' (read rate 0, nothing dropped), the webhook's statuses split (on by default) keeps only the deciding
+#: 'sent' there and puts 'delivered' on the statuses topic, which no worker reads. With two here the floor waited for
+#: statuses that never came (the worker bench hung from the split's merge until 2026-11-28 14:40 UTC).
+STATUSES_PER_MESSAGE = 1 if WebhookSettings.model_fields["webhook_statuses_split"].default else 2
 NO_POSTGRES = "postgresql://unused@127.0.0.1:1/unused"  # the bare POSTs and the floor keep no cursor
 
 

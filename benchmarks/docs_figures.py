@@ -155,8 +155,8 @@ def components(results: Results) -> list[str]:
         if (floor := w.get("floor")) is not None:
             rows.append(
                 [
-                    "the floor (benchmarks/floor_worker.py: decode, render, POST, read the two statuses, write one "
-                    "event; no ordering) vs bare POST through the transport",
+                    "the floor (benchmarks/floor_worker.py: decode, render, POST, read its acks-topic statuses, "
+                    "write one event; no ordering) vs bare POST through the transport",
                     f"{figure(floor.get('cpu_us_per_request'))} µs/msg{_runs(floor.get('cpu_us_per_request_runs'))}",
                     f"{figure(dig(w, 'bare_post_transport', 'cpu_us_per_request'))} µs/request",
                     f"{figure(w.get('cpu_ratio_floor_vs_bare_post_transport'), 2)}",
@@ -168,8 +168,8 @@ def components(results: Results) -> list[str]:
                 rows.append(
                     [
                         "the floor's Kafka part alone (`floor_worker.py --without-post`: take and decode the message, "
-                        "read its two statuses, write its event; every record already on its topic) vs bare POST "
-                        "through the transport; a worker costs at least 1 + this",
+                        "read its acks-topic statuses, write its event; every record already on its topic) vs bare "
+                        "POST through the transport; a worker costs at least 1 + this",
                         f"{figure(kafka.get('cpu_us_per_request'))} µs/msg"
                         + _runs(kafka.get("cpu_us_per_request_runs")),
                         f"{figure(dig(w, 'bare_post_transport', 'cpu_us_per_request'))} µs/request",
@@ -360,7 +360,7 @@ def reading(results: Results) -> list[str]:
             else ""
         )
         lines.append(
-            "The floor (decode, render, POST, read the two statuses, write one event; no ordering) cost "
+            "The floor (decode, render, POST, read its acks-topic statuses, write one event; no ordering) cost "
             f"{floor_ratio:g}x a bare POST through the transport{below}; "
             f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor" + _earlier(w)
         )
@@ -373,8 +373,8 @@ def reading(results: Results) -> list[str]:
         )
         kafka_us = dig(w, "floor_kafka_part", "cpu_us_per_request")
         lines.append(
-            "The floor's Kafka part alone (take and decode the message, read its two statuses, write its event; "
-            f"no rendering, no POST; every record already on its topic) cost {kafka_us:.1f} µs "
+            "The floor's Kafka part alone (take and decode the message, read its acks-topic statuses, write its "
+            f"event; no rendering, no POST; every record already on its topic) cost {kafka_us:.1f} µs "
             f"per message: a worker costs at least {least:g}x a bare POST through the transport{verdict}" + _earlier(w)
         )
     if w and (records := w.get("records_per_message")) is not None:

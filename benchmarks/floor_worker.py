@@ -2,14 +2,15 @@
 
 Per message it takes the record from the messages topic and decodes it (msgspec, as the worker does), renders the
 platform's body (the worker's own adapter), POSTs it through the worker's transport with the worker's pool of
-connections, reads the message's two status records from the acks topic (their headers only: the least that tells
-which message a status is about, as the worker's skip reads them), and writes one event (the worker's ``EventLog``,
-confirmed by Kafka). It orders nothing, waits for no ack before the next send, keeps no cursor, writes nothing to
-PostgreSQL and commits no offset. Against the bare POST it is the price of Kafka on both sides of the send; the worker
-against it is the price of ordering, bookkeeping and durability.
+connections, reads the message's status records on the acks topic (their headers only: the least that tells which
+message a status is about, as the worker's skip reads them; one with the webhook's statuses split, two without), and
+writes one event (the worker's ``EventLog``, confirmed by Kafka). It orders nothing, waits for no ack before the
+next send, keeps no cursor, writes nothing to PostgreSQL and commits no offset. Against the bare POST it is the
+price of Kafka on both sides of the send; the worker against it is the price of ordering, bookkeeping and
+durability.
 
 ``--without-post`` leaves the platform out: per message it takes and decodes the record, writes its one event and
-reads its two statuses (written before by a run with the POST, which it reads again from the start), and renders
+reads its statuses (written before by a run with the POST, which it reads again from the start), and renders
 nothing, POSTs nothing and parses no answer (the bare POST counts the body's rendering). What is left is the Kafka
 part of the floor: a worker costs at least the bare POST plus this.
 

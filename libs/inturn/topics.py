@@ -20,12 +20,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.admin._listoffsets import OffsetSpec
-from confluent_kafka.admin._metadata import ClusterMetadata
-from confluent_kafka.admin._resource import ResourceType
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from inturn.errors import KafkaClientError, TopicMismatchError, TopicMissingError
 from inturn.settings import KafkaSettings

@@ -25,22 +25,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
-from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from inturn.kafka import make_admin
 from inturn.settings import KafkaSettings
 from inturn_devtools.pipeline import Pipeline
-from tests.chaos.conftest import (
-    CHAOS_SIM,
-    PLATFORM_WORKER,
-    Scenario,
-    judge,
-    owned_partitions,
-    progress,
-    rooms_of,
-    worker_counter,
-)
+from tests.chaos import conftest as chaos
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -94,10 +84,10 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
     if control:
         acks_on_the_producers_clock(inturn_topics)
     per_room = 30
-    sim = {**CHAOS_SIM, "INTURN_SIM_DROP_RATE": "0"}  # every delivered message's ack reaches the acks topic
+    sim = {**chaos.CHAOS_SIM, "INTURN_SIM_DROP_RATE": "0"}  # every delivered message's ack reaches the acks topic
     # No revoke grace: the rooms in flight at the hand-over leave their cursors behind, so the new owner must find
     # their acks by time (offsets_for_times from the look-back point).
-    worker = {**PLATFORM_WORKER, "INTURN_WORKER_REVOKE_GRACE_MS": "0"}
+    worker = {**chaos.PLATFORM_WORKER, "INTURN_WORKER_REVOKE_GRACE_MS": "0"}
     line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=sim, worker=worker)
     topic, count = inturn_topics.topic_messages, inturn_topics.topic_partitions
     try:
@@ -106,21 +96,21 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
         line.add_worker("w1")
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        scenario = Scenario(
+        scenario = chaos.Scenario(
             f"webhook clock {apart(offset_ms)} the workers', hand-over mid-run",
             line,
             f"{ROOMS} rooms x {per_room}, 1 then 2 workers",
         )
-        progress(scenario, 0.3, total)
+        chaos.progress(scenario, 0.3, total)
         line.add_worker("w2")
         line.wait_balanced()
-        moved = owned_partitions(postgres_dsn, topic, "w2")
-        rooms = rooms_of(moved, ROOMS, count)
+        moved = chaos.owned_partitions(postgres_dsn, topic, "w2")
+        rooms = chaos.rooms_of(moved, ROOMS, count)
         scenario.fault(
             f"w2 joins: partitions {sorted(moved)} handed over (webhook clock {offset_ms:+d} ms)", len(rooms), rooms
         )
         scenario.wait_drained(total, 300)
-        report = judge(scenario)
+        report = chaos.judge(scenario)
         late = resent_long_after_delivery(line, margin_ms=3_000)
         print(
             f"chaos:   re-sent {report.duplicated}; of them more than 3 s after the first copy was delivered: "
@@ -141,7 +131,7 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
 ) -> None:
     per_room = 15
     sim = {
-        **CHAOS_SIM,
+        **chaos.CHAOS_SIM,
         "INTURN_SIM_DROP_RATE": "0",  # every message gets its delivery: an ack timeout is the clocks' doing
         "INTURN_SIM_CALLBACK_DUPLICATE_RATE": "0.3",
         "INTURN_SIM_CALLBACK_DUPLICATE_DELAY_MS": "3000",
@@ -149,7 +139,11 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
     }
     # An ack timeout far above the platform's latency: a message that times out here was not resolved by its
     # delivery (on this shared box acks took more than the matrix's 1.5 s at times, whatever the clocks).
-    worker = {**PLATFORM_WORKER, "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms), "INTURN_WORKER_ACK_TIMEOUT_MS": "10000"}
+    worker = {
+        **chaos.PLATFORM_WORKER,
+        "INTURN_TEST_CLOCK_OFFSET_MS": str(offset_ms),
+        "INTURN_WORKER_ACK_TIMEOUT_MS": "10000",
+    }
     # No replay window: the callbacks the platform sends again reach the workers, as they do when they land on
     # another webhook replica than the first time (each keeps its own window).
     webhook = {"INTURN_WEBHOOK_REPLAY_WINDOW": "0"}
@@ -170,17 +164,17 @@ def test_worker_clocks_two_minutes_apart_from_messengers_resolve_watermarks_in_o
             line.add_worker(name)
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
-        scenario = Scenario(
+        scenario = chaos.Scenario(
             f"worker clocks {apart(offset_ms)} Messenger's (watermark acks)",
             line,
             f"{ROOMS} rooms x {per_room}, 2 workers, Messenger",
         )
         scenario.fault(f"both workers' clocks {offset_ms:+d} ms from the platform's, all run", 0)
         scenario.wait_drained(total, 300)
-        judge(scenario)
-        acked = worker_counter(line, "inturn_worker_acked_total")
-        timeouts = worker_counter(line, "inturn_worker_ack_timeouts_total")
-        duplicate_acks = worker_counter(line, "inturn_worker_duplicate_acks_total")
+        chaos.judge(scenario)
+        acked = chaos.worker_counter(line, "inturn_worker_acked_total")
+        timeouts = chaos.worker_counter(line, "inturn_worker_ack_timeouts_total")
+        duplicate_acks = chaos.worker_counter(line, "inturn_worker_duplicate_acks_total")
         stats = line.stats()
         print(
             f"chaos:   acked {acked:.0f}, ack timeouts {timeouts:.0f}, duplicate acks {duplicate_acks:.0f}, "

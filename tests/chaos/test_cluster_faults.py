@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import NewTopic
 
 from inturn import topics
 from inturn.kafka import make_admin

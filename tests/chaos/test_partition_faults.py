@@ -23,16 +23,7 @@ from inturn_devtools import LocalKafka
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.process import free_port
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import (
-    CHAOS_SIM,
-    PLATFORM_WORKER,
-    Scenario,
-    judge,
-    owned_partitions,
-    progress,
-    rooms_of,
-    topics_on,
-)
+from tests.chaos import conftest as chaos
 from tests.support.proxy import TcpProxy
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
@@ -63,8 +54,10 @@ def proxied_line(
 ) -> tuple[Pipeline, TcpProxy]:  # fmt: skip
     """A line (not started) on fresh topics of the proxied broker, and the proxy its clients can be pointed at."""
     broker, proxy = proxied_kafka
-    settings = topics_on(broker, kafka_settings)
-    return Pipeline(settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER), proxy
+    settings = chaos.topics_on(broker, kafka_settings)
+    return Pipeline(
+        settings, postgres_dsn, tmp_path, group=f"g{test_id}", sim=chaos.CHAOS_SIM, worker=chaos.PLATFORM_WORKER
+    ), proxy
 
 
 def via(line: Pipeline, name: str, base: str | None = None) -> dict[str, str]:
@@ -103,22 +96,24 @@ def test_a_worker_cut_off_from_kafka_stops_sending_before_another_takes_its_part
     topic, count = line.topics.topic_messages, line.topics.topic_partitions
     with running(line, {"INTURN_KAFKA_BOOTSTRAP": proxy.address}):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
-        scenario = Scenario("worker cut off from Kafka (blackholed, kept running)", line, f"{ROOMS} rooms x {PER_ROOM}")
-        progress(scenario, 0.25, total)
-        moved = owned_partitions(postgres_dsn, topic, "w1")
+        scenario = chaos.Scenario(
+            "worker cut off from Kafka (blackholed, kept running)", line, f"{ROOMS} rooms x {PER_ROOM}"
+        )
+        chaos.progress(scenario, 0.25, total)
+        moved = chaos.owned_partitions(postgres_dsn, topic, "w1")
         proxy.blackhole()
         assert proxy.cut_at is not None
         cut_ms = int(proxy.cut_at * 1000)
-        rooms = rooms_of(moved, ROOMS, count)
+        rooms = chaos.rooms_of(moved, ROOMS, count)
         scenario.fault(f"w1's path to Kafka blackholed, owning partitions {sorted(moved)}", len(rooms), rooms)
         wait_until(
-            lambda: owned_partitions(postgres_dsn, topic, "w2") == set(range(count)),
+            lambda: chaos.owned_partitions(postgres_dsn, topic, "w2") == set(range(count)),
             120,
             "w2 claimed every partition",
             every=0.5,
         )
         scenario.wait_drained(total, 240)
-        judge(scenario)
+        chaos.judge(scenario)
         receipts = line.receipts()
         gaps = []
         for partition in sorted(moved):
@@ -149,12 +144,19 @@ def test_a_worker_cut_off_from_postgres_stops_within_its_lease_and_resumes(
     with TcpProxy(target.port) as proxy:
         proxied = target._replace(netloc=target.netloc.replace(f":{target.port}", f":{proxy.port}")).geturl()
         line = Pipeline(
-            inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER
+            inturn_topics,
+            postgres_dsn,
+            tmp_path,
+            group=f"g{test_id}",
+            sim=chaos.CHAOS_SIM,
+            worker=chaos.PLATFORM_WORKER,
         )
         with running(line, {"INTURN_POSTGRES_DSN": proxied}):
             total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
-            scenario = Scenario("worker cut off from PostgreSQL (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")
-            progress(scenario, 0.25, total)
+            scenario = chaos.Scenario(
+                "worker cut off from PostgreSQL (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}"
+            )
+            chaos.progress(scenario, 0.25, total)
             proxy.blackhole()
             assert proxy.cut_at is not None
             cut_ms = int(proxy.cut_at * 1000)
@@ -164,7 +166,7 @@ def test_a_worker_cut_off_from_postgres_stops_within_its_lease_and_resumes(
             proxy.heal(reset=False)  # the partition heals: what was held moves on, as TCP would retransmit it
             scenario.fault(f"healed after {CUT_S:g} s", 0)
             scenario.wait_drained(total, 240)
-            judge(scenario)
+            chaos.judge(scenario)
             receipts = line.receipts()
     count = inturn_topics.topic_partitions
     w1_cut = [t for t in sends(receipts, "w1", set(range(count)), count) if cut_ms <= t < healed_ms]
@@ -184,13 +186,17 @@ def test_a_worker_cut_off_from_postgres_stops_within_its_lease_and_resumes(
 def test_a_worker_cut_off_from_the_platform_resends_at_most_what_was_in_flight(
     inturn_topics: KafkaSettings, postgres_dsn: str, tmp_path: Path, test_id: str
 ) -> None:
-    line = Pipeline(inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER)
+    line = Pipeline(
+        inturn_topics, postgres_dsn, tmp_path, group=f"g{test_id}", sim=chaos.CHAOS_SIM, worker=chaos.PLATFORM_WORKER
+    )
     with TcpProxy(line.sim_port) as proxy, running(line, via(line, "w1", f"http://{proxy.address}")):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
-        scenario = Scenario("worker cut off from the platform (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")
-        progress(scenario, 0.25, total)
-        owned = owned_partitions(postgres_dsn, inturn_topics.topic_messages, "w1")
-        rooms = rooms_of(owned, ROOMS, inturn_topics.topic_partitions)
+        scenario = chaos.Scenario(
+            "worker cut off from the platform (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}"
+        )
+        chaos.progress(scenario, 0.25, total)
+        owned = chaos.owned_partitions(postgres_dsn, inturn_topics.topic_messages, "w1")
+        rooms = chaos.rooms_of(owned, ROOMS, inturn_topics.topic_partitions)
         proxy.blackhole()
         # A send the platform accepted whose answer was held may be sent again: 1 per room of w1's partitions.
         scenario.fault(f"w1's path to the platform blackholed, owning partitions {sorted(owned)}", len(rooms), rooms)
@@ -198,7 +204,7 @@ def test_a_worker_cut_off_from_the_platform_resends_at_most_what_was_in_flight(
         proxy.heal(reset=True)  # the connections that lived through it are gone, as their timeouts would end them
         scenario.fault(f"healed after {CUT_S:g} s, its connections reset", 0)
         scenario.wait_drained(total, 240)
-        judge(scenario)
+        chaos.judge(scenario)
 
 
 @pytest.mark.timeout(600)
@@ -208,15 +214,15 @@ def test_the_webhook_cut_off_from_kafka_mid_request_loses_and_reorders_nothing(
     line, proxy = proxied_line
     with running(line, {}, webhook_env={"INTURN_KAFKA_BOOTSTRAP": proxy.address}):
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
-        scenario = Scenario("webhook cut off from Kafka (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")
-        progress(scenario, 0.25, total)
+        scenario = chaos.Scenario("webhook cut off from Kafka (blackholed 10 s)", line, f"{ROOMS} rooms x {PER_ROOM}")
+        chaos.progress(scenario, 0.25, total)
         proxy.blackhole()
         scenario.fault("the webhook's path to Kafka blackholed with callbacks in flight", 0)  # acks only: no re-send
         time.sleep(CUT_S)
         proxy.heal(reset=False)
         scenario.fault(f"healed after {CUT_S:g} s", 0)
         scenario.wait_drained(total, 240)
-        judge(scenario)
+        chaos.judge(scenario)
         stats = line.stats()
     print(
         f"chaos:   callback retries {stats['callback_retries']}, statuses given up {stats['callbacks_failed']} "

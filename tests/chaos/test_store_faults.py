@@ -25,16 +25,7 @@ from inturn_devtools import LocalPostgres
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.postgres import pg_bin
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import (
-    CHAOS_SIM,
-    PLATFORM_WORKER,
-    Scenario,
-    judge,
-    owned_partitions,
-    progress,
-    rooms_of,
-    worker_counter,
-)
+from tests.chaos import conftest as chaos
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -106,7 +97,7 @@ def claimed_by(server: LocalPostgres, topic: str, worker: str) -> set[int]:
     owned: set[int] = set()
 
     def claimed() -> bool:
-        owned.update(owned_partitions(server.dsn, topic, worker))
+        owned.update(chaos.owned_partitions(server.dsn, topic, worker))
         return bool(owned)
 
     wait_until(claimed, 60, f"{worker} claimed its partitions", every=0.5)
@@ -151,7 +142,12 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
     inturn_topics: KafkaSettings, own_postgres: LocalPostgres, tmp_path: Path, test_id: str
 ) -> None:
     line = Pipeline(
-        inturn_topics, own_postgres.dsn, tmp_path, group=f"g{test_id}", sim=CHAOS_SIM, worker=PLATFORM_WORKER
+        inturn_topics,
+        own_postgres.dsn,
+        tmp_path,
+        group=f"g{test_id}",
+        sim=chaos.CHAOS_SIM,
+        worker=chaos.PLATFORM_WORKER,
     )
     copy = tmp_path / "copy.sql"
     topic, count = inturn_topics.topic_messages, inturn_topics.topic_partitions
@@ -161,12 +157,12 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
         line.add_worker("w1", INTURN_WHATSAPP_BASE_URL=f"{line.sim_url}/_via/w1")
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=PER_ROOM)
-        scenario = Scenario(
+        scenario = chaos.Scenario(
             "PostgreSQL restored from a copy taken 30 s earlier (a hand-over in between)",
             line,
             f"{ROOMS} rooms x {PER_ROOM}, 1, then 2, then 3 workers",
         )
-        progress(scenario, 0.1, total)
+        chaos.progress(scenario, 0.1, total)
         copy_of(own_postgres, copy)
         copied_at = time.monotonic()
         copied = epochs(own_postgres)
@@ -181,8 +177,8 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
         )
         scenario.fault(
             f"w2 joins: partitions {sorted(moved)} handed over",
-            len(rooms_of(moved, ROOMS, count)),
-            rooms_of(moved, ROOMS, count),
+            len(chaos.rooms_of(moved, ROOMS, count)),
+            chaos.rooms_of(moved, ROOMS, count),
         )
         before = epochs(own_postgres)
         left = COPY_AGE_S - (time.monotonic() - copied_at)
@@ -208,14 +204,14 @@ def test_postgres_restored_from_a_copy_30_s_old_mid_run_never_has_two_owners_sen
         taken = claimed_by(own_postgres, topic, "w3")
         scenario.fault(
             f"w3 joins after the restore: partitions {sorted(taken)} handed over",
-            len(rooms_of(taken, ROOMS, count)),
-            rooms_of(taken, ROOMS, count),
+            len(chaos.rooms_of(taken, ROOMS, count)),
+            chaos.rooms_of(taken, ROOMS, count),
         )
         assert scenario.delivered() < total, "the run was over before w3 joined"
         scenario.wait_drained(total, 300)
-        report = judge(scenario)
+        report = chaos.judge(scenario)
         went_back = logged(line, "store_went_back")
-        counted = worker_counter(line, "inturn_worker_store_went_back_total")
+        counted = chaos.worker_counter(line, "inturn_worker_store_went_back_total")
         fenced = logged(line, "partition_fenced")
         where = sorted({f"{e['worker']}:p{e['partition']}:{e['action']}" for e in went_back})
         print(

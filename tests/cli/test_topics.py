@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource, ConfigSource
-from confluent_kafka.admin._resource import ResourceType
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
 from inturn import topics
 from inturn.settings import KafkaSettings

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from inturn import topics
 from inturn.errors import TopicMismatchError, TopicMissingError

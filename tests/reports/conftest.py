@@ -15,12 +15,20 @@ from inturn.schemas import Ack, Event
 from inturn_reports.extract import ACK_SCHEMA, EVENT_SCHEMA
 from inturn_reports.session import spark_session
 
+#: ``make test-compat`` sets INTURN_TEST_SPARK_JARS=0: no jar from Maven Central on the session's classpath.
+WITH_JARS = os.environ.get("INTURN_TEST_SPARK_JARS", "1") != "0"
+
+
+def needs_connector(name: str) -> pytest.MarkDecorator:
+    """Skip a test module of an object store when the session has no connector jars (``WITH_JARS``)."""
+    return pytest.mark.skipif(not WITH_JARS, reason=f"the {name} connector is a jar from Maven Central")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """local[2], two shuffle partitions, no UI; with the Kafka source, the JDBC driver and the s3a and gs connectors
     on the classpath."""
-    jars = os.environ.get("INTURN_TEST_SPARK_JARS", "1") != "0"
+    jars = WITH_JARS
     session = spark_session(
         "local[2]",
         shuffle_partitions=2,

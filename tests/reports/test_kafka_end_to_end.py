@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
-from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 

@@ -9,7 +9,6 @@ import datetime as dt
 import io
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,16 +29,12 @@ from inturn_reports.settings import ReportSettings
 from inturn_reports.storage import ObjectStore
 from inturn_reports.transform import TrendParams
 from tests.reports import oracle
+from tests.reports.conftest import needs_connector
 from tests.reports.generator import Stream, generate
 from tests.reports.layouts import legacy_night
 
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.timeout(1800),  # three runs of the job against the server, on a loaded machine
-    pytest.mark.skipif(
-        os.environ.get("INTURN_TEST_SPARK_JARS", "1") == "0", reason="the s3a connector is a jar from Maven Central"
-    ),
-]
+# The timeout: three runs of the job against the server, on a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800), needs_connector("s3a")]
 
 DAY = 86_400_000
 FIRST_NIGHT = 1_790_121_600_000  # 2026-09-23 00:00 UTC

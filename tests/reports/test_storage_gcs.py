@@ -8,7 +8,6 @@ import csv
 import datetime as dt
 import io
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -20,16 +19,12 @@ from inturn_reports.load import RUNS, read_table
 from inturn_reports.settings import ReportSettings
 from inturn_reports.transform import TrendParams
 from tests.reports import oracle
+from tests.reports.conftest import needs_connector
 from tests.reports.gcs_server import GcsServer, gcs_server
 from tests.reports.generator import generate
 
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.timeout(1200),  # a run of the job against the server, on a loaded machine
-    pytest.mark.skipif(
-        os.environ.get("INTURN_TEST_SPARK_JARS", "1") == "0", reason="the gs connector is a jar from Maven Central"
-    ),
-]
+# The timeout: a run of the job against the server, on a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), needs_connector("gs")]
 
 DAY = 86_400_000
 FIRST_NIGHT = 1_790_985_600_000  # 2026-10-03 00:00 UTC

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import httpx
 import orjson
 import pytest
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from inturn import schemas, topics
 from inturn.errors import TopicMissingError

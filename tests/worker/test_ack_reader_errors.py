@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from inturn.kafka import make_consumer, make_producer, partition_for
 from inturn.settings import KafkaSettings
