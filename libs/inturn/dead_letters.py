@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import msgspec
 import structlog
-from confluent_kafka.admin import (  # type: ignore[attr-defined] # ConfigResource: exported at runtime, not in the stubs
+from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
 )
