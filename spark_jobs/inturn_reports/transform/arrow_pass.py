@@ -24,7 +24,7 @@ Connect alike).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,13 +82,17 @@ def _longs(column: pa.ChunkedArray | pa.Array) -> I64:
     return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _codes(column: pa.ChunkedArray) -> tuple[I64, pa.Array]:
-    """A string column as codes that sort as its values do (unsigned bytes, as Spark compares strings), -1 for null;
-    and the values by code."""
+def _codes(column: pa.ChunkedArray, ordered: bool = True) -> tuple[I64, pa.Array]:
+    """A string column as codes, -1 for null, and the values by code. ``ordered``: codes that sort as the values do
+    (unsigned bytes, as Spark compares strings); otherwise codes that only tell values apart (sorting the values of
+    a column of a few hundred thousand distinct ids is a third of encoding it, spent for nothing where only equality
+    counts)."""
     encoded = column.combine_chunks().dictionary_encode() if column.num_chunks else pa.array([], pa.string())
     if not isinstance(encoded, pa.DictionaryArray):
         return np.zeros(0, dtype=np.int64), pa.array([], pa.string())
     dictionary = encoded.dictionary
+    if not ordered:
+        return np.asarray(pc.fill_null(encoded.indices.cast(pa.int64()), -1).to_numpy(), dtype=np.int64), dictionary
     order = np.asarray(pc.sort_indices(dictionary).to_numpy(), dtype=np.int64)
     rank = np.empty(len(dictionary), dtype=np.int64)
     rank[order] = np.arange(len(dictionary), dtype=np.int64)
@@ -129,6 +133,12 @@ def _or(values: I64, order: I64, starts: I64) -> I64:
     return np.bitwise_or.reduceat(values[order], starts) if len(starts) else np.zeros(0, np.int64)
 
 
+def _segments(reduce: np.ufunc, values: I64, starts: I64) -> I64:
+    """``reduce`` over each segment of ``values`` (already in segment order) from one start to the next."""
+    reduced: I64 = reduce.reduceat(values, starts) if len(starts) else np.zeros(0, np.int64)
+    return reduced
+
+
 def _where(mask: Bools, values: I64) -> I64:
     return np.where(mask, values, _NULL)
 
@@ -146,6 +156,34 @@ def _previous(valid: Bools, first_of_room: I64) -> I64:
 def _lists(flat: I64, sizes: I64) -> pa.ListArray:
     offsets = np.r_[np.int64(0), np.cumsum(sizes)].astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat, pa.int64()))
+
+
+def _room_order(room: I64, part: I64, offset: I64, message: I64, message_names: pa.Array) -> I64:
+    """The order of messages by (room, partition, offset, message id; null ids first), ids compared as Spark compares
+    strings. ``message`` holds unordered codes: the ids are compared only among messages that tie on the rest (two
+    messages of a room at one offset: none in the worker's events, so this is normally a single sort)."""
+    order = np.lexsort((offset, part, room))
+    n = len(order)
+    if n < 2:
+        return order
+    r, pa_, o = room[order], part[order], offset[order]
+    tied_next = (r[1:] == r[:-1]) & (pa_[1:] == pa_[:-1]) & (o[1:] == o[:-1])
+    if not tied_next.any():
+        return order
+    tied = np.zeros(n, dtype=np.bool_)
+    tied[:-1] |= tied_next
+    tied[1:] |= tied_next
+    at = np.flatnonzero(tied)
+    codes = message[order[at]]
+    # The tied ids' ranks among themselves, as Spark compares strings (nulls first: rank -1, whatever their place).
+    ids = _names(message_names, codes)
+    ranks = np.empty(len(at), dtype=np.int64)
+    ranks[np.asarray(pc.sort_indices(ids).to_numpy(), dtype=np.int64)] = np.arange(len(at))
+    ranks = np.where(codes < 0, -1, ranks)
+    tie_rank = np.zeros(n, dtype=np.int64)
+    tie_rank[at] = ranks
+    resorted: I64 = order[np.lexsort((tie_rank, o, pa_, r))]
+    return resorted
 
 
 def _names(names: pa.Array, codes: I64) -> pa.Array:
@@ -180,9 +218,9 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     if table.num_rows == 0:
         return SCHEMA.empty_table()
     room, room_names = _codes(table["room_id"])
-    message, _ = _codes(table["message_id"])
+    message, message_names = _codes(table["message_id"], ordered=False)  # ordered only where ties need it (3.)
     platform, platform_names = _codes(table["platform"])
-    pmid, _ = _codes(table["_pmid"])
+    pmid, _ = _codes(table["_pmid"], ordered=False)
     flags = np.asarray(pc.fill_null(table["_flags"], 0).to_numpy(), dtype=np.int64)
     mode, part = _longs(table["_mode"]), _longs(table["partition"])
     offset, created = _longs(table["offset"]), _longs(table["created_at_ms"])
@@ -198,8 +236,11 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     g_flags = _or(flags[ack_group_rows], g_order, g_starts)
     g1, g2, g3 = (_min(t[ack_group_rows], g_order, g_starts) for t in (t1, t2, t3))
 
-    # 2. Each message's rows combined (every row but those acks), each event with its send's ack group.
+    # 2. Each message's rows combined (every row but those acks), each event with its send's ack group. The rows are
+    # put in message order once, so that every reduction below runs over contiguous segments with no gather of its own.
     rows = np.flatnonzero(~by_pmid)
+    order, starts, _ = _groups(_key(room[rows], message[rows], platform[rows]))
+    rows = rows[order]
     r_ack = is_ack[rows]
     r_event = ~r_ack
     match = np.full(len(rows), -1, dtype=np.int64)
@@ -227,36 +268,34 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     is_dispatched = r_event & ((flags[rows] & dispatched_m) != 0)
     is_terminal = r_event & ((flags[rows] & terminal_m) != 0)
 
-    msg_key = _key(room[rows], message[rows], platform[rows])
-    order, starts, _ = _groups(msg_key)
-    first = _min(_where(r_event, r_t1), order, starts)
+    first = _segments(np.minimum, _where(r_event, r_t1), starts)
     # Reduced over every message, then only those first seen in the range kept (reduceat's segments run from one
     # start to the next, so the starts are not filtered first).
     keep = (first != _NULL) & (first >= p.from_ms) & (first < p.to_ms)
     if not keep.any():
         return SCHEMA.empty_table()
 
-    def per_message(reduce: Callable[[I64, I64, I64], I64], values: I64) -> I64:
-        reduced: I64 = reduce(values, order, starts)[keep]
-        return reduced
+    def per_message(reduce: np.ufunc, values: I64) -> I64:
+        kept: I64 = _segments(reduce, values, starts)[keep]
+        return kept
 
     first = first[keep]
-    lead = rows[order[starts[keep]]]  # a row of each message: its room, message id and platform
-    m_flags = per_message(_or, r_flags)
-    m_mode = per_message(_min, mode[rows])
-    m_part = per_message(_min, part[rows])
-    m_offset = per_message(_min, offset[rows])
-    m_created = per_message(_min, created[rows])
-    delivered = per_message(_min, delivered_r)
-    sent_ts = per_message(_min, sent_ts_r)
-    first_ack = per_message(_min, first_ack_r)
-    answered = per_message(_min, _where(r_event, r_t3))
-    dispatched = per_message(_sum, is_dispatched.astype(np.int64))
-    dispatched_ms = per_message(_min, _where(is_dispatched, r_t2))
-    terminal_sent = per_message(_min, _where(is_terminal, r_t2))
-    terminal_ms = per_message(_min, _where(is_terminal, r_t1))
-    terminal_sends = per_message(_sum, (is_terminal & (r_t2 != _NULL)).astype(np.int64))
-    retries = per_message(_sum, (r_event & ((flags[rows] & retried_m) != 0)).astype(np.int64))
+    lead = rows[starts[keep]]  # a row of each message: its room, message id and platform
+    m_flags = per_message(np.bitwise_or, r_flags)
+    m_mode = per_message(np.minimum, mode[rows])
+    m_part = per_message(np.minimum, part[rows])
+    m_offset = per_message(np.minimum, offset[rows])
+    m_created = per_message(np.minimum, created[rows])
+    delivered = per_message(np.minimum, delivered_r)
+    sent_ts = per_message(np.minimum, sent_ts_r)
+    first_ack = per_message(np.minimum, first_ack_r)
+    answered = per_message(np.minimum, _where(r_event, r_t3))
+    dispatched = per_message(np.add, is_dispatched.astype(np.int64))
+    dispatched_ms = per_message(np.minimum, _where(is_dispatched, r_t2))
+    terminal_sent = per_message(np.minimum, _where(is_terminal, r_t2))
+    terminal_ms = per_message(np.minimum, _where(is_terminal, r_t1))
+    terminal_sends = per_message(np.add, (is_terminal & (r_t2 != _NULL)).astype(np.int64))
+    retries = per_message(np.add, (r_event & ((flags[rows] & retried_m) != 0)).astype(np.int64))
     dispatches = np.where(dispatched > 0, dispatched, terminal_sends)
     dispatch_ms = np.where(dispatched_ms != _NULL, dispatched_ms, terminal_sent)
     device = np.where(delivered != _NULL, delivered, sent_ts)
@@ -268,7 +307,7 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     def nulls_first(values: I64) -> I64:
         return np.where(values == _NULL, np.iinfo(np.int64).min, values)
 
-    in_order = np.lexsort((m_message, nulls_first(m_offset), nulls_first(m_part), m_room))
+    in_order = _room_order(m_room, nulls_first(m_part), nulls_first(m_offset), m_message, message_names)
     o_room = m_room[in_order]
     first_of_room = np.maximum.accumulate(np.where(np.r_[True, o_room[1:] != o_room[:-1]], np.arange(len(o_room)), 0))
     o_device, o_dispatch_ms = device[in_order], dispatch_ms[in_order]
