@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
+from inturn_reports.transform import facts
 from inturn_reports.transform.arrow_pass import _NULL, _codes, _room_order
 
 pytestmark = pytest.mark.spark
@@ -64,3 +65,13 @@ def test_the_null_long_of_the_pass_sorts_last_where_it_is_not_made_first() -> No
     ids = np.array([0, 1], dtype=np.int64)
     order = _room_order(rooms, rows_part, np.zeros(2, dtype=np.int64), ids, pa.array(["a", "b"]))
     assert order.tolist() == [1, 0]
+
+
+def test_the_mode_field_of_the_flags_overlaps_no_flag_bit() -> None:
+    """An event's mode rides in ``_flags`` (``facts.MODE_SHIFT``, 8 bits): above every event and ack bit, below
+    ``_ACK_ROW``, and wide enough for 1 + every mode's position."""
+    field = 0xFF << facts.MODE_SHIFT
+    for bit in [*facts._EVENT_BIT.values(), *facts._ACK_BIT.values(), facts._ACK_ROW]:
+        assert bit & field == 0, hex(bit)
+    assert len(facts._MODES) + 1 <= 0xFF
+    assert facts._ACK_ROW < 2**31, "_flags is a Spark int"

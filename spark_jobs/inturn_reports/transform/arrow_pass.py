@@ -74,6 +74,8 @@ class PassParams:
     level: float
     #: Platforms whose device latency is not measurable (``measurable.without_device_latency``): null for them.
     no_device_latency: tuple[str, ...] = ()
+    #: Where an event's mode field starts in ``_flags`` (``facts.MODE_SHIFT``).
+    mode_shift: int = 22
 
 
 def _longs(column: pa.ChunkedArray | pa.Array) -> I64:
@@ -99,6 +101,16 @@ def _codes(column: pa.ChunkedArray, ordered: bool = True) -> tuple[I64, pa.Array
     indices = np.asarray(pc.fill_null(encoded.indices.cast(pa.int64()), -1).to_numpy(), dtype=np.int64)
     codes = np.where(indices >= 0, rank[np.maximum(indices, 0)], -1)
     return codes, dictionary.take(pa.array(order))
+
+
+def _hash_codes(column: pa.ChunkedArray) -> I64:
+    """A column of 64-bit hashes (``facts._pmid_hash``) as codes that tell its values apart, -1 for null."""
+    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), dtype=np.bool_)
+    values = np.asarray(pc.fill_null(column, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    codes = np.full(len(values), -1, dtype=np.int64)
+    if valid.any():
+        codes[valid] = np.unique(values[valid], return_inverse=True)[1].reshape(-1)
+    return codes
 
 
 def _key(*columns: I64) -> I64:
@@ -220,9 +232,13 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     room, room_names = _codes(table["room_id"])
     message, message_names = _codes(table["message_id"], ordered=False)  # ordered only where ties need it (3.)
     platform, platform_names = _codes(table["platform"])
-    pmid, _ = _codes(table["_pmid"], ordered=False)
-    flags = np.asarray(pc.fill_null(table["_flags"], 0).to_numpy(), dtype=np.int64)
-    mode, part = _longs(table["_mode"]), _longs(table["partition"])
+    pmid = _hash_codes(table["_pmid"])
+    packed = np.asarray(pc.fill_null(table["_flags"], 0).to_numpy(), dtype=np.int64)
+    # The mode's field (facts.MODE_SHIFT): 0 null, else 1 + its position; the flags without it.
+    mode_field = (packed >> p.mode_shift) & 0xFF
+    mode = np.where(mode_field == 0, _NULL, mode_field - 1)
+    flags = packed & ~np.int64(0xFF << p.mode_shift)
+    part = _longs(table["partition"])
     offset, created = _longs(table["offset"]), _longs(table["created_at_ms"])
     t1, t2, t3 = _longs(table["_t1"]), _longs(table["_t2"]), _longs(table["_t3"])
     is_ack = (flags & ack_row) != 0

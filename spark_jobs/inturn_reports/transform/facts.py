@@ -56,13 +56,18 @@ _ACK_BIT = {status.value: 1 << (16 + i) for i, status in enumerate(AckStatus)}
 #: Marks an ack's row in ``_flags`` (the statuses' bits alone do not: an ack of an unknown status has none).
 _ACK_ROW = 1 << 30
 _TERMINAL_BITS = sum(_EVENT_BIT[t] for t in _TERMINAL)
+#: An event's mode travels in ``_flags`` too, in the bits from ``MODE_SHIFT`` (8 of them, below ``_ACK_ROW``): 0 for
+#: a null mode, else 1 + its position in ``_MODES`` (``array_position``: 0 for a mode not among them). One column
+#: fewer to shuffle and to hand to the pass, whose cost is per value handed over (tests/reports/test_arrow_pass.py
+#: checks that the fields do not overlap).
+MODE_SHIFT = 22
 #: The one narrow row shape of events and acks: the pass tells an event's values from an ack's by
 #: ``_ACK_ROW``, so three time columns serve both (null where the row says nothing of them):
 #: ``_t1``: an event's ``ts_ms``, an ack's ``delivered`` platform time; ``_t2``: an event's send time (a
 #: ``dispatched`` event's ``sent_at_ms`` or ``ts_ms``, a terminal event's ``sent_at_ms``), an ack's ``sent``
 #: platform time; ``_t3``: a synchronous platform's answer (``acked`` with detail ``answered``), an ack's
 #: first positive status received by the webhook.
-_ROW_VALUES = {"_mode": "int", "partition": "int", "offset": "long", "created_at_ms": "long",
+_ROW_VALUES = {"partition": "int", "offset": "long", "created_at_ms": "long",
                "_t1": "long", "_t2": "long", "_t3": "long"}  # fmt: skip
 
 
@@ -107,8 +112,11 @@ def _event_rows(events: DataFrame) -> DataFrame:
     return events.select(
         *_KEY,
         "platform",
-        _bit(F.col("type"), _EVENT_BIT).alias("_flags"),
-        F.array_position(_modes(), F.col("mode")).cast("int").alias("_mode"),
+        _bit(F.col("type"), _EVENT_BIT)
+        .bitwiseOR(
+            F.shiftleft(F.coalesce(F.array_position(_modes(), F.col("mode")).cast("int") + 1, F.lit(0)), MODE_SHIFT)
+        )
+        .alias("_flags"),
         "partition",
         "offset",
         "created_at_ms",
@@ -116,8 +124,16 @@ def _event_rows(events: DataFrame) -> DataFrame:
         F.when(_is(EventType.DISPATCHED), F.coalesce(sent_at, F.col("ts_ms"))).when(terminal, sent_at).alias("_t2"),
         # When a synchronous platform's answer acknowledged the message.
         F.when(_is(EventType.ACKED) & (F.col("detail") == ANSWERED), F.col("acked_at_ms")).alias("_t3"),
-        F.when(carries_send, F.col("platform_message_id")).alias("_pmid"),
+        _pmid_hash(F.when(carries_send, F.col("platform_message_id"))),
     )
+
+
+def _pmid_hash(pmid: Column) -> Column:
+    """``_pmid``: a platform message id as its 64-bit hash (``xxhash64``; null stays null). The pass only matches the
+    acks known by id to the room's events carrying the same id, so a long serves where the string cost its bytes in the
+    shuffle, the hand-over and the pass's encoding. Two ids of one room with the same hash would be matched as one:
+    for n ids in a room the chance is about n^2 / 2^65 (3e-12 for a room of 10,000 messages in a night)."""
+    return F.when(pmid.isNotNull(), F.xxhash64(pmid)).alias("_pmid")
 
 
 def _ack_values(acks: DataFrame, *keep: Column | str) -> list[Column]:
@@ -140,7 +156,7 @@ def _ack_rows(acks: DataFrame) -> DataFrame:
     """Every ack in the narrow row shape (``_ACK_ROW`` set, no event values). An ack that names its message keeps
     its ``message_id``; one that does not carries its platform message id as ``_pmid`` instead."""
     no_event_values = _null({k: v for k, v in _ROW_VALUES.items() if k not in _ACK_TIMES})
-    pmid = F.when(F.col("message_id").isNull(), F.col("platform_message_id")).alias("_pmid")
+    pmid = _pmid_hash(F.when(F.col("message_id").isNull(), F.col("platform_message_id")))
     values = acks.select(*_ack_values(acks, *_KEY, "platform", pmid))
     return values.select(
         *_KEY,
@@ -185,5 +201,6 @@ def room_pass(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataF
         masks=MASKS,
         level=ROOM_LEVEL,
         no_device_latency=without_device_latency(),
+        mode_shift=MODE_SHIFT,
     )
     return room_rows(events, acks).mapInArrow(functools.partial(run_batches, p=settings), DDL)
