@@ -45,7 +45,7 @@ test-compat: setup ## the report's oracle tests on the lowest and the newest PyS
 	  "$$venv/bin/pip" install -q -e '.[report]' "pyspark==$$version" 'pytest>=8.3' 'pytest-timeout>=2.3' \
 	    'pytest-asyncio>=1.0' 'hypothesis>=6.120' 'msgspec>=0.19'; \
 	  echo "pyspark $$version"; \
-	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_small.py tests/reports/test_page.py \
+	  INTURN_TEST_SPARK_JARS=0 "$$venv/bin/pytest" tests/reports/test_transform.py tests/reports/test_arrow_pass.py tests/reports/test_small.py tests/reports/test_page.py \
 	    $(PYTEST_ARGS) || exit 1; \
 	done
 	scripts/report-changed.sh --record
