@@ -99,6 +99,20 @@ def percentile(values: list[int], p: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def by_night(
+    events: list[Event], acks: list[Ack], ranges: list[tuple[int, int]], grace_ms: int
+) -> dict[dt.date, list[Msg]]:
+    """The messages of runs over ``ranges``, night by night: each run read the records timed inside
+    [start, end + grace) (events by ``ts_ms``, acks by ``received_at_ms``), and its nights are its messages' days."""
+    nights: dict[dt.date, list[Msg]] = {}
+    for start, end in ranges:
+        seen_events = [e for e in events if start <= e.ts_ms < end + grace_ms]
+        seen_acks = [a for a in acks if start <= a.received_at_ms < end + grace_ms]
+        for m in messages(seen_events, seen_acks, start, end):
+            nights.setdefault(m.date, []).append(m)
+    return nights
+
+
 def messages(events: list[Event], acks: list[Ack], from_ms: int, to_ms: int) -> list[Msg]:
     """Every message whose first event is in [from_ms, to_ms), with its acks and room-order verdicts."""
     by_key: dict[tuple[str, str], list[Event]] = defaultdict(list)

@@ -124,14 +124,7 @@ def nights(spark: SparkSession, s3: S3) -> Nights:
     settings = _settings(s3)
     ranges = [(_range(0)[0], _range(1)[1]), _range(2)]
     runs = [run(spark, settings, start, end) for start, end in ranges]
-    msgs: dict[dt.date, list[oracle.Msg]] = {}
-    for start, end in ranges:
-        # What a run read: records timed inside [start, end + grace); its nights are the days of its messages.
-        seen_events = [e for e in events if start <= e.ts_ms < end + GRACE]
-        seen_acks = [a for a in acks if start <= a.received_at_ms < end + GRACE]
-        for m in oracle.messages(seen_events, seen_acks, start, end):
-            msgs.setdefault(m.date, []).append(m)
-    return Nights(runs, msgs, ObjectStore(OUT, s3_options(settings)))
+    return Nights(runs, oracle.by_night(events, acks, ranges, GRACE), ObjectStore(OUT, s3_options(settings)))
 
 
 def _platform_cells(rows: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:

@@ -71,12 +71,7 @@ def test_three_nights_are_written_to_gs_and_read_back_with_trends_over_them(
             staged = gcs.object_names(BUCKET, f"nightly/{RUNS}/{result.run_id}/platforms/date={night}/")
             assert any(name.endswith(".parquet") for name in staged), staged
     # What the oracle computes from the records each run read, night by night.
-    msgs: dict[dt.date, list[oracle.Msg]] = {}
-    for start, end in ranges:
-        seen_events = [e for e in events if start <= e.ts_ms < end + GRACE]
-        seen_acks = [a for a in acks if start <= a.received_at_ms < end + GRACE]
-        for m in oracle.messages(seen_events, seen_acks, start, end):
-            msgs.setdefault(m.date, []).append(m)
+    msgs = oracle.by_night(events, acks, ranges, GRACE)
     want = sorted((r["date"], r["platform"], r["messages"], r["ack_timeouts"])
                   for day_msgs in msgs.values() for r in oracle.platforms(day_msgs))  # fmt: skip
     store = output_store(settings)
