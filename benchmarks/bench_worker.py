@@ -44,11 +44,15 @@ from inturn_devtools.waiting import wait_until
 
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
 BASELINES = ("aiohttp", "inturn", FLOOR)  # bare_post clients (aiohttp, the adapters' transport) and the floor
+#: The webhook as installed: its statuses split at the default (on), set explicitly so that an
+#: INTURN_WEBHOOK_STATUSES_SPLIT in the bench's own environment cannot give the worker runs and the floor another one.
+STATUSES_SPLIT: bool = WebhookSettings.model_fields["webhook_statuses_split"].default
+WEBHOOK_ENV = {"INTURN_WEBHOOK_STATUSES_SPLIT": "true" if STATUSES_SPLIT else "false"}
 #: Statuses per message on the acks topic, which a worker reads (and so the floor): of the simulator's 'sent' and
-#: 'delivered' (read rate 0, nothing dropped), the webhook's statuses split (on by default) keeps only the deciding
-#: 'sent' there and puts 'delivered' on the statuses topic, which no worker reads. With two here the floor waited for
-#: statuses that never came (the worker bench hung from the split's merge until 2026-11-28 14:40 UTC).
-STATUSES_PER_MESSAGE = 1 if WebhookSettings.model_fields["webhook_statuses_split"].default else 2
+#: 'delivered' (read rate 0, nothing dropped), the split keeps only the deciding 'sent' there and puts 'delivered' on
+#: the statuses topic, which no worker reads. With two here the floor waited for statuses that never came and failed
+#: after its 600 s (every worker bench from the split's merge until 2026-11-28 14:40 UTC).
+STATUSES_PER_MESSAGE = 1 if STATUSES_SPLIT else 2
 NO_POSTGRES = "postgresql://unused@127.0.0.1:1/unused"  # the bare POSTs and the floor keep no cursor
 
 
@@ -71,7 +75,9 @@ class Workload:
 def _scenario(kafka: LocalKafka, pg: LocalPostgres, name: str, load: Workload, within: float) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
-    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=load.sim_env, worker=load.worker_env)
+    line = Pipeline(
+        settings, pg.dsn, workdir, group=f"bench-{name}", sim=load.sim_env, worker=load.worker_env, webhook=WEBHOOK_ENV
+    )
     line.start_sim()
     webhook = line.start_webhook()
     worker = line.add_worker("w1")
@@ -139,7 +145,7 @@ def _bare(
 ) -> dict[str, Any]:
     settings = fresh_topics(kafka.bootstrap, "bare", 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-bare-"))
-    with Pipeline(settings, NO_POSTGRES, workdir, sim=sim_env) as line:
+    with Pipeline(settings, NO_POSTGRES, workdir, sim=sim_env, webhook=WEBHOOK_ENV) as line:
         line.start()
         url = f"{line.sim_url}/v21.0/{PHONE_NUMBER_ID}/messages"
         out = subprocess.run(
@@ -169,7 +175,9 @@ def _floor(kafka: LocalKafka, load: Workload) -> dict[str, Any]:
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
-    with Pipeline(settings, NO_POSTGRES, workdir, sim=load.sim_env, worker=load.worker_env) as line:
+    with Pipeline(
+        settings, NO_POSTGRES, workdir, sim=load.sim_env, worker=load.worker_env, webhook=WEBHOOK_ENV
+    ) as line:
         line.start()
         total = load.produce(line, name)
         env = {**os.environ, **MALLOC_ENV, **line.worker_settings_env("floor")}  # as a worker's
@@ -260,7 +268,7 @@ def _rooms_in_flight(
         "INTURN_WORKER_LOW_WATERMARK": "50000",
         "INTURN_WORKER_POOL_SIZE": "500",
     }
-    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=env)
+    line = Pipeline(settings, pg.dsn, workdir, group=f"bench-{name}", sim=sim_env, worker=env, webhook=WEBHOOK_ENV)
     line.start_sim()
     line.start_webhook()
     worker = line.add_worker("w1")

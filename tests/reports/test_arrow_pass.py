@@ -9,13 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pytest
 
 from inturn_reports.transform import facts
-from inturn_reports.transform.arrow_pass import _NULL, _codes, _room_order
-
-pytestmark = pytest.mark.spark
-
+from inturn_reports.transform.arrow_pass import MODE_SHIFT, _codes, _room_order
 
 Row = tuple[str, int | None, int | None, str | None]  # room, partition, offset, message id
 
@@ -41,7 +37,7 @@ def _expected(rows: Sequence[Row]) -> list[int]:
     return sorted(range(len(rows)), key=key)
 
 
-def test_without_ties_the_ids_are_not_looked_at_and_the_order_is_room_partition_offset() -> None:
+def test_without_ties_the_order_is_room_partition_offset() -> None:
     rows: list[Row] = [("r2", 0, 5, "b"), ("r1", 1, 3, "z"), ("r1", 0, 9, "a"), ("r2", 0, 1, "c"), ("r1", 1, 2, "y")]
     assert _order(rows) == _expected(rows) == [2, 4, 1, 3, 0]
 
@@ -57,20 +53,10 @@ def test_messages_tied_on_partition_and_offset_are_ordered_by_id_as_bytes_with_n
     assert _order(rows)[:5] == [3, 2, 7, 0, 1], "r1 at offset 7: null, then m-0, m-10, m-9 as bytes"
 
 
-def test_the_null_long_of_the_pass_sorts_last_where_it_is_not_made_first() -> None:
-    # The pass turns _NULL into the smallest long before ordering (nulls first); this checks the order takes what it
-    # is given and nothing more.
-    rows_part = np.array([_NULL, 0], dtype=np.int64)
-    rooms = np.zeros(2, dtype=np.int64)
-    ids = np.array([0, 1], dtype=np.int64)
-    order = _room_order(rooms, rows_part, np.zeros(2, dtype=np.int64), ids, pa.array(["a", "b"]))
-    assert order.tolist() == [1, 0]
-
-
 def test_the_mode_field_of_the_flags_overlaps_no_flag_bit() -> None:
-    """An event's mode rides in ``_flags`` (``facts.MODE_SHIFT``, 8 bits): above every event and ack bit, below
+    """An event's mode rides in ``_flags`` (``MODE_SHIFT``, 8 bits): above every event and ack bit, below
     ``_ACK_ROW``, and wide enough for 1 + every mode's position."""
-    field = 0xFF << facts.MODE_SHIFT
+    field = 0xFF << MODE_SHIFT
     for bit in [*facts._EVENT_BIT.values(), *facts._ACK_BIT.values(), facts._ACK_ROW]:
         assert bit & field == 0, hex(bit)
     assert len(facts._MODES) + 1 <= 0xFF

@@ -258,14 +258,12 @@ class AckRouter:
                     if before is not None and (clock.lead_ms or 0) < before:
                         self._lead_fell(ack.platform, clock)
                 if future is not None and not future.done():
-                    future.set_result(ack)
-                    self._uncovered.get(ack.platform, {}).pop(ack.room_id, None)
+                    future.set_result(ack)  # a watermark kept for it goes when it finishes (``finish``)
                     return Routed.RESOLVED
                 return Routed.DUPLICATE
             if future is not None and not future.done():
                 if clock.covers(result.sent_at_ms, ack.watermark_ms):
                     future.set_result(ack)
-                    self._uncovered.get(ack.platform, {}).pop(ack.room_id, None)
                     return Routed.RESOLVED
                 # Not later than the send by the lead learned so far, which only ever overstates the true lead: the
                 # lead may fall with the next deliveries that name their mids, and then this watermark covers it.

@@ -40,6 +40,9 @@ ROOM, CELL, LATENCY = 0, 1, 2
 DAY_MS = 86_400_000
 #: A null long in the arrays below: above every time, so a minimum ignores it.
 _NULL = np.iinfo(np.int64).max
+#: An event's mode rides in ``_flags`` in the 8 bits from here (``facts._event_rows`` puts it there): 0 for a null
+#: mode, else 1 + its position in ``PassParams.modes`` (0 for a mode not among them).
+MODE_SHIFT = 22
 
 SCHEMA = pa.schema(
     [
@@ -74,8 +77,6 @@ class PassParams:
     level: float
     #: Platforms whose device latency is not measurable (``measurable.without_device_latency``): null for them.
     no_device_latency: tuple[str, ...] = ()
-    #: Where an event's mode field starts in ``_flags`` (``facts.MODE_SHIFT``).
-    mode_shift: int = 22
 
 
 def _longs(column: pa.ChunkedArray | pa.Array) -> I64:
@@ -234,10 +235,10 @@ def run_partition(table: pa.Table, p: PassParams) -> pa.Table:
     platform, platform_names = _codes(table["platform"])
     pmid = _hash_codes(table["_pmid"])
     packed = np.asarray(pc.fill_null(table["_flags"], 0).to_numpy(), dtype=np.int64)
-    # The mode's field (facts.MODE_SHIFT): 0 null, else 1 + its position; the flags without it.
-    mode_field = (packed >> p.mode_shift) & 0xFF
+    # The mode's field (MODE_SHIFT): 0 null, else 1 + its position; the flags without it.
+    mode_field = (packed >> MODE_SHIFT) & 0xFF
     mode = np.where(mode_field == 0, _NULL, mode_field - 1)
-    flags = packed & ~np.int64(0xFF << p.mode_shift)
+    flags = packed & ~np.int64(0xFF << MODE_SHIFT)
     part = _longs(table["partition"])
     offset, created = _longs(table["offset"]), _longs(table["created_at_ms"])
     t1, t2, t3 = _longs(table["_t1"]), _longs(table["_t2"]), _longs(table["_t3"])

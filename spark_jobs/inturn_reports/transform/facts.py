@@ -40,7 +40,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from inturn.schemas import ANSWERED, TERMINAL_EVENTS, AckStatus, EventType, OrderingMode
-from inturn_reports.transform.arrow_pass import DDL, PassParams, run_batches
+from inturn_reports.transform.arrow_pass import DDL, MODE_SHIFT, PassParams, run_batches
 from inturn_reports.transform.measurable import without_device_latency
 from inturn_reports.transform.outcomes import OUTCOMES
 
@@ -56,11 +56,10 @@ _ACK_BIT = {status.value: 1 << (16 + i) for i, status in enumerate(AckStatus)}
 #: Marks an ack's row in ``_flags`` (the statuses' bits alone do not: an ack of an unknown status has none).
 _ACK_ROW = 1 << 30
 _TERMINAL_BITS = sum(_EVENT_BIT[t] for t in _TERMINAL)
-#: An event's mode travels in ``_flags`` too, in the bits from ``MODE_SHIFT`` (8 of them, below ``_ACK_ROW``): 0 for
-#: a null mode, else 1 + its position in ``_MODES`` (``array_position``: 0 for a mode not among them). One column
+#: An event's mode travels in ``_flags`` too, in the 8 bits from ``arrow_pass.MODE_SHIFT`` (below ``_ACK_ROW``): 0
+#: for a null mode, else 1 + its position in ``_MODES`` (``array_position``: 0 for a mode not among them). One column
 #: fewer to shuffle and to hand to the pass, whose cost is per value handed over (tests/reports/test_arrow_pass.py
 #: checks that the fields do not overlap).
-MODE_SHIFT = 22
 #: The one narrow row shape of events and acks: the pass tells an event's values from an ack's by
 #: ``_ACK_ROW``, so three time columns serve both (null where the row says nothing of them):
 #: ``_t1``: an event's ``ts_ms``, an ack's ``delivered`` platform time; ``_t2``: an event's send time (a
@@ -201,6 +200,5 @@ def room_pass(events: DataFrame, acks: DataFrame, params: ReportParams) -> DataF
         masks=MASKS,
         level=ROOM_LEVEL,
         no_device_latency=without_device_latency(),
-        mode_shift=MODE_SHIFT,
     )
     return room_rows(events, acks).mapInArrow(functools.partial(run_batches, p=settings), DDL)
