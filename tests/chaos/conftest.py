@@ -22,6 +22,7 @@ from confluent_kafka import KafkaException
 
 from inturn import topics
 from inturn.db import operator
+from inturn.db.pool import application_name
 from inturn.kafka import make_admin, partition_for
 from inturn.settings import KafkaSettings
 from inturn_devtools import LocalKafka
@@ -58,6 +59,33 @@ def owned_partitions(dsn: str, topic: str, owner: str) -> set[int]:
             await conn.close()
 
     return asyncio.run(query())
+
+
+def freeze_inside_a_transaction(line: Pipeline, name: str, tries: int = 2000) -> int:
+    """SIGSTOP worker ``name`` at a moment one of its PostgreSQL sessions is idle inside a transaction (a checkpoint
+    round or a claim, holding the epochs' row locks), found by its ``application_name`` in ``pg_stat_activity``;
+    returns the tries it took. Each miss thaws the worker at once (a pause of milliseconds) and tries again."""
+    worker = line.workers[name]
+
+    async def freeze() -> int:
+        conn = await asyncpg.connect(line.postgres_dsn)
+        try:
+            for attempt in range(1, tries + 1):
+                worker.freeze()
+                inside = await conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = $1 AND state = 'idle in transaction'",
+                    application_name(name),
+                )
+                if inside:
+                    return attempt
+                worker.thaw()
+                await asyncio.sleep(0.005 * (attempt % 7))  # land at different points of the worker's cycle
+        finally:
+            await conn.close()
+        raise AssertionError(f"{name} was never caught inside a transaction in {tries} tries")
+
+    return asyncio.run(freeze())
 
 
 @dataclass

@@ -14,7 +14,15 @@ import pytest
 
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.waiting import wait_until
-from tests.chaos.conftest import Scenario, assert_target, judge, owned_partitions, progress, rooms_of
+from tests.chaos.conftest import (
+    Scenario,
+    assert_target,
+    freeze_inside_a_transaction,
+    judge,
+    owned_partitions,
+    progress,
+    rooms_of,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -96,9 +104,13 @@ def test_a_worker_frozen_past_the_session_timeout_is_fenced_and_nothing_is_reord
     )
     frozen = line.workers["w1"]
     moved = owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1")
-    frozen.freeze()
+    # The hardest moment: inside its checkpoint round, holding the epochs' row locks that w2's claims need
+    # (docs/reliability.md, problem 13).
+    tries = freeze_inside_a_transaction(line, "w1")
     touched = rooms_of(moved, ROOMS, line.topics.topic_partitions)
-    scenario.fault(f"SIGSTOP w1 owning partitions {sorted(moved)}", len(touched), touched)
+    scenario.fault(
+        f"SIGSTOP w1 owning partitions {sorted(moved)}, inside a transaction ({tries} tries)", len(touched), touched
+    )
     try:
         wait_until(
             lambda: not owned_partitions(line.postgres_dsn, line.topics.topic_messages, "w1"),

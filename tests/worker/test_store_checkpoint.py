@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import asyncpg
 import pytest
 
 from inturn.db.migrate import migrate
-from inturn.db.store import Checked, CursorUpdate, Store, WentBack
+from inturn.db.store import POSTGRES_ERRORS, Checked, CursorUpdate, Store, WentBack
 from inturn.schemas import DeadLetter
 
 pytestmark = pytest.mark.postgres
@@ -155,3 +158,68 @@ async def test_a_dead_letter_with_nul_in_its_text_is_stored_with_the_original_by
     assert (row["reason"], row["room_id"], row["message_id"]) == ("HTTP 400: bad\ufffdbody", "k\ufffdey", "m\ufffd")
     assert bytes(row["raw"]) == raw
     assert await pool.fetchval("SELECT reason FROM blocked_rooms WHERE room_id = 'room-a'") == "HTTP 400: bad\ufffdbody"
+
+
+class _FrozenPool:
+    """A pool whose worker stops dead (as under SIGSTOP) inside its checkpoint round, just before writing cursors: the
+    round's transaction holds the epochs' row locks and the server sees the session idle in it until ``thaw``."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self.holding = asyncio.Event()
+        self.thaw = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[_FrozenConnection]:
+        async with self._pool.acquire() as conn:
+            yield _FrozenConnection(conn, self)
+
+
+class _FrozenConnection:
+    def __init__(self, conn: asyncpg.pool.PoolConnectionProxy, pool: _FrozenPool) -> None:
+        self._conn = conn
+        self._pool = pool
+
+    def transaction(self) -> Any:
+        return self._conn.transaction()
+
+    async def fetchrow(self, query: str, *args: object) -> Any:
+        return await self._conn.fetchrow(query, *args)
+
+    async def fetch(self, query: str, *args: object) -> Any:
+        return await self._conn.fetch(query, *args)
+
+    async def execute(self, query: str, *args: object) -> Any:
+        if "room_cursors" in query:
+            self._pool.holding.set()
+            await self._pool.thaw.wait()
+        return await self._conn.execute(query, *args)
+
+
+async def test_a_worker_frozen_inside_its_round_holds_the_next_owner_up_no_longer_than_its_lease(
+    pool: asyncpg.Pool,
+) -> None:
+    mine = await Store(pool, TOPIC).claim([0], "w1")
+    frozen = _FrozenPool(pool)
+    w1 = Store(cast(asyncpg.Pool, frozen), TOPIC, hold_s=0.5)  # cast: the stand-in has the part of a pool Store uses
+    held = asyncio.create_task(w1.checkpoint([CursorUpdate("room-a", 0, 5, "a#5", "acked")], mine, "w1"))
+    await asyncio.wait_for(frozen.holding.wait(), 10)
+    # w2 is given partition 0. Without the store's limits its claim waits for w1's row lock as long as w1 stays
+    # frozen (here: for ever); with them PostgreSQL ends w1's session half a second into its silence.
+    try:
+        taken = await asyncio.wait_for(Store(pool, TOPIC, hold_s=10).claim([0], "w2"), 20)
+    finally:
+        frozen.thaw.set()
+    assert taken == {0: mine[0] + 1}
+    with pytest.raises(POSTGRES_ERRORS):  # thawed, the round finds its session ended and its transaction rolled back
+        await held
+    assert await _cursors(pool) == {}, "the frozen round wrote a cursor"
+    assert await Store(pool, TOPIC).checkpoint([], mine, "w1") == Checked({0}, {}), "w1 was not fenced"
+
+
+async def test_a_claim_waits_for_a_row_lock_no_longer_than_its_limit(pool: asyncpg.Pool) -> None:
+    await Store(pool, TOPIC).claim([0], "w1")
+    async with pool.acquire() as other, other.transaction():  # another session (an operator's, say) holds the row
+        await other.execute("SELECT 1 FROM partition_epochs WHERE messages_topic = $1 FOR UPDATE", TOPIC)
+        with pytest.raises(asyncpg.LockNotAvailableError):
+            await asyncio.wait_for(Store(pool, TOPIC, hold_s=0.5).claim([0], "w2"), 30)

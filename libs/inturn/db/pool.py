@@ -17,6 +17,11 @@ def connect_kwargs(settings: PostgresSettings) -> dict[str, Any]:
     return kwargs
 
 
+def application_name(worker_id: str) -> str:
+    """A worker's name in ``pg_stat_activity`` (PostgreSQL keeps the first 63 bytes)."""
+    return f"inturn worker {worker_id}"
+
+
 async def create_pool(settings: PostgresSettings, **overrides: Any) -> asyncpg.Pool:
     """A pool of at most ``postgres_pool_max`` connections."""
     kwargs = {**connect_kwargs(settings), "min_size": 1, "max_size": settings.postgres_pool_max, **overrides}

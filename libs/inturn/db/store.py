@@ -119,6 +119,14 @@ _EPOCHS = (
     "ORDER BY partition FOR UPDATE"
 )
 
+# What a transaction of the store may cost others, set first in each (``set_config(..., true)``: for this transaction
+# only, so it holds behind a transaction-pooling proxy too). A worker frozen inside one (SIGSTOP, a stalled VM, a cut
+# network) would otherwise hold the epochs' row locks until it thawed or its connection died: every worker given its
+# partitions would wait in its claim, and with the claim its whole checkpoint round and the leases of all its
+# partitions. PostgreSQL ends a session idle in a transaction past the limit (rolling it back), and a statement
+# waiting for a lock past it fails (the round fails and is retried).
+_LIMITS = "SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)"
+
 # An epoch that went back, raised to the one held: never lowered (a higher one, a newer owner's, stays).
 _RAISE = """
 INSERT INTO partition_epochs AS e (messages_topic, partition, epoch, owner)
@@ -152,15 +160,22 @@ class Checked:
 
 
 class Store:
-    """PostgreSQL access for one messages topic."""
+    """PostgreSQL access for one messages topic.
 
-    def __init__(self, pool: asyncpg.Pool, messages_topic: str) -> None:
+    ``hold_s``: the longest a transaction of this store may wait for a lock, or hold its own while its worker says
+    nothing (``_LIMITS``); the worker passes its partitions' lease, which a worker that silent has lost anyway.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, messages_topic: str, hold_s: float = 5.0) -> None:
         self._pool = pool
         self._topic = messages_topic
+        self._limits = f"{max(1, round(hold_s * 1000))}ms"
 
     async def claim(self, partitions: list[int], owner: str) -> dict[int, int]:
         """Become the owner of ``partitions``: bump and return their epochs."""
-        rows = await self._pool.fetch(_CLAIM, self._topic, partitions, owner)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.fetchrow(_LIMITS, self._limits)
+            rows = await conn.fetch(_CLAIM, self._topic, partitions, owner)
         return {int(r["partition"]): int(r["epoch"]) for r in rows}
 
     async def checkpoint(self, updates: list[CursorUpdate], epochs: dict[int, int], owner: str) -> Checked:
@@ -169,6 +184,7 @@ class Store:
         fenced: set[int] = set()
         went_back: dict[int, WentBack] = {}
         async with self._pool.acquire() as conn, conn.transaction():
+            await conn.fetchrow(_LIMITS, self._limits)
             rows = await conn.fetch(_EPOCHS, self._topic, list(epochs))
             current = {int(r["partition"]): (int(r["epoch"]), str(r["owner"])) for r in rows}
             for partition, epoch in epochs.items():

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from inturn import topics
 from inturn.db import migrate
-from inturn.db.pool import create_pool
+from inturn.db.pool import application_name, create_pool
 from inturn.db.store import Store
 from inturn.kafka import make_admin, make_producer
 from inturn.metrics import worker as m
@@ -73,10 +73,10 @@ class Worker:
         """Run until ``stop`` (or a signal), then drain and close everything."""
         settings = self.settings
         layout = topics.check(make_admin(settings), settings)
-        pool = await create_pool(settings)
+        # Named in pg_stat_activity, so an operator (and the fault matrix) can tell whose session holds what.
+        pool = await create_pool(settings, server_settings={"application_name": application_name(settings.worker_id)})
         async with pool.acquire() as conn:
             await migrate(conn)
-        store = Store(pool, settings.topic_messages)
         events = EventLog(
             make_producer(settings, **EVENTS_PRODUCER),
             settings,
@@ -88,6 +88,7 @@ class Worker:
         }
         router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
         lease_s = lease_seconds(settings.worker_session_timeout_ms)
+        store = Store(pool, settings.topic_messages, lease_s)
         parts = Partitions(lease_s, settings.worker_dedup_window, layout.messages)  # filled by the rebalances
         letters = DeadLetters(settings, events, store)
         rooms = Rooms(settings, parts, Delivery(settings, adapters, events, router, letters))
