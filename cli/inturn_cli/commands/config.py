@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings
 
 from inturn.errors import ConfigError
 from inturn.settings.common import ENV_PREFIX, load
+from inturn_cli.actions import add_actions
 from inturn_cli.output import add_json, print_json
 from inturn_cli.reference import render
 
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Print every INTURN_* setting with its default and meaning (Markdown), or check a component's "
         "settings as it would load them from this environment.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     actions.add_parser("reference", help="print docs/configuration.md").set_defaults(handler=_reference)
     check = actions.add_parser(
         "check",

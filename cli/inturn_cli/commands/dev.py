@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from inturn.errors import InturnError
+from inturn_cli.actions import add_actions
 from inturn_cli.output import add_json, print_json
 from inturn_devtools.stack import LocalStack, StackState, load_state, save_state, stop_detached
 
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ports, create inturn's Kafka topics and the Pub/Sub topic with the ordered subscription the bridge reads "
         "(`inturn pubsub setup` with its defaults), and print the environment variables that point inturn at them.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     up = actions.add_parser("up", help="start the stack (in the foreground until Ctrl-C, or --detach)")
     up.add_argument("--detach", action="store_true", help=f"leave it running; state in {STATE_FILE}")
     up.set_defaults(handler=_up)

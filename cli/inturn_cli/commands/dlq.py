@@ -14,6 +14,7 @@ from inturn.errors import InturnError
 from inturn.settings import load
 from inturn.settings.operator import OperatorSettings
 from inturn_cli import reach
+from inturn_cli.actions import add_actions
 from inturn_cli.output import add_json, print_json
 
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "order they were first consumed) and marks them replayed; a replayed message is sent after whatever "
         "the room received meanwhile. Uses INTURN_POSTGRES_*, INTURN_KAFKA_*, INTURN_TOPIC_MESSAGES.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     for name, handler, text in (
         ("list", _list, "print pending dead letters"),
         ("replay", _replay, "re-publish pending dead letters (asks first; --yes to skip the question)"),

@@ -7,6 +7,7 @@ import argparse
 from inturn.settings import load
 from inturn.settings.bridge import DEFAULT_TOPIC, BridgeSettings
 from inturn_cli import reach
+from inturn_cli.actions import add_actions
 from inturn_cli.output import add_json, print_json
 
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ordering enabled, unless they exist (idempotent; an existing subscription without ordering is an "
         "error). Uses the emulator when PUBSUB_EMULATOR_HOST is set, else Application Default Credentials.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     setup = actions.add_parser("setup", help="create the topic and the ordered subscription (idempotent)")
     setup.add_argument("--project", help="GCP project (default: INTURN_BRIDGE_PROJECT)")
     setup.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic id the backend publishes to ({DEFAULT_TOPIC})")

@@ -17,6 +17,7 @@ from inturn.kafka import partition_for
 from inturn.settings import load
 from inturn.settings.operator import OperatorSettings
 from inturn_cli import reach
+from inturn_cli.actions import add_actions
 from inturn_cli.output import add_json, print_json
 
 ROOM_HELP = "the room's id, as in the messages' room_id (the Kafka key)"
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(in-flight message, buffered count). Uses INTURN_POSTGRES_*, INTURN_TOPIC_*, and "
         "INTURN_WORKER_ROOM_API_TOKEN for the workers' room API.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     show = actions.add_parser("show", help="print what is known about ROOM")
     show.add_argument("room", metavar="ROOM", help=ROOM_HELP)
     show.add_argument(

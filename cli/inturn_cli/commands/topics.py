@@ -9,6 +9,7 @@ from typing import Any
 from inturn import topics
 from inturn.settings import KafkaSettings, load
 from inturn_cli import reach
+from inturn_cli.actions import add_actions
 from inturn_cli.flags import given
 from inturn_cli.output import add_json, print_json
 
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "min.insync.replicas = replication factor - 1 (at least 1) and unclean.leader.election.enable=false. Uses "
         "INTURN_KAFKA_BOOTSTRAP, INTURN_KAFKA_CLIENT_CONFIG and the INTURN_TOPIC_* settings.",
     )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = add_actions(parser)
     create = actions.add_parser(
         "create",
         help="create the topics that are missing (idempotent)",
