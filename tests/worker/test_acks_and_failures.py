@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import asyncpg
 import msgspec
@@ -11,6 +12,7 @@ import pytest
 
 from inturn.schemas import DeadLetter, EventType, decode
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from tests.support.messages import text_message
 from tests.worker.harness import (
@@ -21,18 +23,17 @@ from tests.worker.harness import (
     read_topic,
     running_worker,
     terminal_by_message,
-    worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 async def test_acks_that_arrive_before_the_send_returned_are_matched(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     platform.behaviour["E"].early = True  # the ack is in Kafka before the send call returns
     produce(inturn_topics, [text_message("E", f"e{n}") for n in range(6)])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=5000)
+    settings = make_settings(worker_ack_timeout_ms=5000)
     async with running_worker(settings):
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=6))
     assert terminal == {f"e{n}": [EventType.ACKED] for n in range(6)}
@@ -40,11 +41,11 @@ async def test_acks_that_arrive_before_the_send_returned_are_matched(
 
 
 async def test_a_late_ack_is_recorded_and_never_releases_the_next_message(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     platform.behaviour["L"].ack_delay_s = 1.5  # every ack comes after the 1 s timeout
     produce(inturn_topics, [text_message("L", f"l{n}") for n in range(3)])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=1000)
+    settings = make_settings(worker_ack_timeout_ms=1000)
     async with running_worker(settings):
         evts = await events(inturn_topics, expect_terminal=3)
         await eventually(lambda: len(platform.receipts) == 3, 20, "all sent")
@@ -62,12 +63,15 @@ async def test_a_late_ack_is_recorded_and_never_releases_the_next_message(
 
 @pytest.mark.parametrize("headers", [True, False], ids=["ack-headers", "older-webhook"])
 async def test_duplicate_acks_are_harmless(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str, headers: bool
+    inturn_topics: KafkaSettings,
+    platform: ScriptedPlatform,
+    headers: bool,
+    make_settings: Callable[..., WorkerSettings],
 ) -> None:
     platform.ack_headers = headers
     platform.behaviour["D"].duplicate = True
     produce(inturn_topics, [text_message("D", f"d{n}") for n in range(5)])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    settings = make_settings()
     async with running_worker(settings):
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=5))
     assert terminal == {f"d{n}": [EventType.ACKED] for n in range(5)}
@@ -76,11 +80,11 @@ async def test_duplicate_acks_are_harmless(
 
 
 async def test_429_with_retry_after_is_honoured_and_5xx_is_retried_until_success(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     platform.behaviour["T"].answers.extend([(429, "1"), (503, None), (500, None)])
     produce(inturn_topics, [text_message("T", "t0"), text_message("T", "t1")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    settings = make_settings()
     async with running_worker(settings):
         evts = await events(inturn_topics, expect_terminal=2)
     assert terminal_by_message(evts) == {"t0": [EventType.ACKED], "t1": [EventType.ACKED]}
@@ -103,11 +107,15 @@ async def test_429_with_retry_after_is_honoured_and_5xx_is_retried_until_success
 
 @pytest.mark.parametrize("policy", ["skip", "block"])
 async def test_a_permanent_4xx_goes_to_the_dead_letter_topic_and_the_room_follows_its_policy(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str, policy: str
+    inturn_topics: KafkaSettings,
+    pg_schema: str,
+    platform: ScriptedPlatform,
+    policy: str,
+    make_settings: Callable[..., WorkerSettings],
 ) -> None:
     platform.behaviour["P"].answers.append((400, None))
     produce(inturn_topics, [text_message("P", "p0"), text_message("P", "p1"), text_message("Q", "q0")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_dead_letter_policy=policy)
+    settings = make_settings(worker_dead_letter_policy=policy)
     async with running_worker(settings):
         expected = 3 if policy == "skip" else 2
         evts = await events(inturn_topics, expect_terminal=expected)
@@ -133,11 +141,11 @@ async def test_a_permanent_4xx_goes_to_the_dead_letter_topic_and_the_room_follow
 
 
 async def test_an_undecodable_message_goes_to_the_dead_letter_topic_and_the_loop_goes_on(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     produce_raw(inturn_topics, "U", b"\xff not json at all")
     produce(inturn_topics, [text_message("U", "u1")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    settings = make_settings()
     async with running_worker(settings):
         await events(inturn_topics, expect_terminal=2)
     letters = [decode(DeadLetter, v) for v in read_topic(inturn_topics, inturn_topics.topic_dlq, expect=1)]
@@ -149,7 +157,10 @@ async def test_an_undecodable_message_goes_to_the_dead_letter_topic_and_the_loop
 
 
 async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_checkpoints_go_on(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings,
+    pg_schema: str,
+    platform: ScriptedPlatform,
+    make_settings: Callable[..., WorkerSettings],
 ) -> None:
     """U+0000 in a room id (and in its Kafka key): PostgreSQL's text cannot hold it. Taken as a message, its
     cursor would fail every checkpoint after it and no offset would be committed again."""
@@ -157,7 +168,7 @@ async def test_a_message_whose_ids_postgresql_cannot_store_is_dead_lettered_and_
     poison["room_id"] = "N\x00ul"
     produce_raw(inturn_topics, "N\x00ul", orjson.dumps(poison))
     produce(inturn_topics, [text_message("U", "u1"), text_message("U", "u2")])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    settings = make_settings()
     conn = await asyncpg.connect(pg_schema)
     try:
         async with running_worker(settings):

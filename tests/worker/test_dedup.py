@@ -4,10 +4,13 @@ reached the platform."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.partition import Partition, holds_digest, message_digest
 from tests.support.messages import text_message
@@ -18,14 +21,13 @@ from tests.worker.harness import (
     read_topic,
     running_worker,
     terminal_by_message,
-    worker_settings,
 )
 
 
 @pytest.mark.kafka
 @pytest.mark.postgres
 async def test_copies_written_again_at_later_offsets_reach_the_platform_once_also_after_a_restart(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, test_id: str, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     def ids(*labels: str) -> list[str]:
         return [f"{test_id}-{label}" for label in labels]
@@ -33,7 +35,7 @@ async def test_copies_written_again_at_later_offsets_reach_the_platform_once_als
     room = f"D{test_id}"
     first = ids("d1", "d2", "d1", "d3", "d2")  # d1 and d2 written twice, as a bridge does after a crash
     produce(inturn_topics, [text_message(room, m) for m in first])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}")
+    settings = make_settings()
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == 3, 30, "d1, d2 and d3 sent")
         await eventually(lambda: _terminal_count(inturn_topics, 5), 30, "five terminal events", blocking=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 from inturn.schemas import TERMINAL_EVENTS, EventType
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from tests.support.messages import text_message
 from tests.worker.harness import (
@@ -17,20 +19,19 @@ from tests.worker.harness import (
     produce,
     running_worker,
     terminal_by_message,
-    worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent_room_delays_no_other(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, test_id: str, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     # The queue A7 B3 A6 A5 C5 C4 B2: room order is the order of the queue, whatever the labels say.
     queue = ["A7", "B3", "A6", "A5", "C5", "C4", "B2"]
     platform.behaviour["A"].withhold = True  # room A's acks never come: each of its messages times out
     produce(inturn_topics, [text_message(label[0], f"{test_id}-{label}", recipient=label[0]) for label in queue])
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=2000)
+    settings = make_settings(worker_ack_timeout_ms=2000)
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == len(queue), 30, "every message sent")
     order = platform.order()
@@ -66,7 +67,7 @@ async def test_interleaved_queue_reaches_the_platform_in_room_order_and_a_silent
 
 
 async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_out_in_order_and_offsets_reach_the_end(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     rooms = [f"r{i}" for i in range(40)]
     per_room = 8
@@ -75,9 +76,9 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
         platform.behaviour[room].ack_delay_s = 0.02
     produced = [text_message(room, f"{room}-{n}") for n in range(per_room) for room in rooms]
     produce(inturn_topics, produced)
-    group = f"g{test_id}"
     # 2 s: an ack 20 ms after its send must not time out on a loaded machine (each lost one costs its room 2 s).
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, group, worker_ack_timeout_ms=2000)
+    settings = make_settings(worker_ack_timeout_ms=2000)
+    group = settings.worker_group_id
     async with running_worker(settings):
         await eventually(lambda: len(platform.receipts) == len(produced), 60, "every message sent")
         terminal = terminal_by_message(await events(inturn_topics, expect_terminal=len(produced)))
@@ -95,12 +96,12 @@ async def test_with_15_percent_of_acks_lost_every_message_ends_acked_or_timed_ou
 
 
 async def test_a_room_never_acked_does_not_hold_back_a_thousand_messages_of_other_rooms(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     platform.behaviour["slow"].withhold = True
     others = [text_message(f"o{i}", f"o{i}-{n}") for n in range(5) for i in range(200)]
     produce(inturn_topics, [text_message("slow", f"slow-{n}") for n in range(3)] + others)
-    settings = worker_settings(inturn_topics, pg_schema, platform.url, f"g{test_id}", worker_ack_timeout_ms=10_000)
+    settings = make_settings(worker_ack_timeout_ms=10_000)
     async with running_worker(settings):
         started = asyncio.get_running_loop().time()
         await eventually(lambda: len(platform.receipts) == len(others) + 1, 30, "all other rooms delivered")
