@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 
@@ -11,7 +11,7 @@ from inturn.schemas import encode_callback_data
 from inturn.settings.sim import SimSettings
 from inturn_devtools.receipts import check, fetch_receipts
 from inturn_devtools.waiting import eventually
-from inturn_sim.run import running_sim
+from inturn_sim.run import RunningSim, running_sim
 
 from .support import Hook, control, message, send
 
@@ -51,18 +51,35 @@ async def test_with_no_loss_and_fixed_latency_every_send_yields_its_statuses_in_
         assert (stats["accepted"], stats["deliveries"], stats["pending"], stats["callbacks_failed"]) == (12, 12, 0, 0)
 
 
+async def _send_one_room(
+    client: aiohttp.ClientSession,
+    sim: RunningSim,
+    count: int,
+    after_each: Callable[[str, str], Awaitable[None]] | None = None,
+) -> dict[str, list[str]]:
+    """Send messages m0..m<count-1> of room-A to one recipient, one after another, each accepted (200); with
+    ``after_each``, await it with (message id, wamid) after each send before the next. Returns what was produced,
+    as ``check`` takes it."""
+    produced = [f"m{n}" for n in range(count)]
+    for message_id in produced:
+        status, answer, _ = await send(client, sim, message("491701", "room-A", message_id))
+        assert status == 200
+        if after_each is not None:
+            await after_each(message_id, answer["messages"][0]["id"])
+    return {"room-A": produced}
+
+
 async def test_overlapping_sends_to_one_recipient_reach_the_device_out_of_send_order(
     hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
 ) -> None:
     settings = sim_settings(latency_median_ms=60, latency_p99_ms=400, seed=7)
     count = 80
     async with running_sim(settings) as sim:
-        for n in range(count):  # each send starts before the previous one reached the device
-            status, _, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
-            assert status == 200
+        # each send starts before the previous one reached the device
+        produced = await _send_one_room(client, sim, count)
         await eventually(lambda: sim.sim.stats.deliveries == count, 5, "every message at the device", every=0.01)
         receipts = await fetch_receipts(sim.url)
-    report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
+    report = check(receipts, produced)
     assert report.lost == 0
     assert report.duplicated == 0
     # A random order would invert about half of the adjacent pairs; require a clearly measurable share.
@@ -72,17 +89,16 @@ async def test_overlapping_sends_to_one_recipient_reach_the_device_out_of_send_o
 async def test_sends_gated_on_each_sent_callback_reach_the_device_in_send_order(
     hook: Hook, sim_settings: Callable[..., SimSettings], client: aiohttp.ClientSession
 ) -> None:
+    async def sent(message_id: str, wamid: str) -> None:
+        await eventually(lambda: "sent" in hook.of(wamid), 5, f"sent of {message_id}", every=0.01)
+
     settings = sim_settings(latency_median_ms=10, latency_p99_ms=150, seed=7)
-    count = 25
     async with running_sim(settings) as sim:
-        for n in range(count):
-            _, answer, _ = await send(client, sim, message("491701", "room-A", f"m{n}"))
-            wamid = answer["messages"][0]["id"]
-            await eventually(lambda wamid=wamid: "sent" in hook.of(wamid), 5, f"sent of m{n}", every=0.01)  # type: ignore[misc]  # the default binds wamid
+        produced = await _send_one_room(client, sim, 25, after_each=sent)
         receipts = (await control(client, sim, "receipts"))["receipts"]
-    report = check(receipts, {"room-A": [f"m{n}" for n in range(count)]})
+    report = check(receipts, produced)
     assert report.ok(), report.summary()
-    assert [r["message_id"] for r in receipts] == [f"m{n}" for n in range(count)]
+    assert [r["message_id"] for r in receipts] == produced["room-A"]
 
 
 async def test_statuses_that_fall_due_together_are_batched_up_to_the_bound(
