@@ -33,6 +33,7 @@ from inturn.settings.sim import SimSettings
 from inturn.settings.webhook import WebhookSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_reports.settings import ReportSettings
+from tests.support.env import set_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,8 +96,7 @@ def test_a_sibling_components_variables_from_a_shared_env_file_are_fine(
         "INTURN_WHATSAPP_BASE_URL": "http://127.0.0.1:8089",
         "INTURN_CACHE_DIR": "/opt/inturn/cache",
     }
-    for name, value in shared.items():
-        clean_env.setenv(name, value)
+    set_env(clean_env, shared)
     assert isinstance(load(cls), cls)
 
 
@@ -114,8 +114,7 @@ def test_the_service_links_kubernetes_sets_for_a_release_named_inturn_are_not_ta
         "INTURN_WEBHOOK_PORT_8080_TCP_PORT": "8080",
         "INTURN_WEBHOOK_PORT_8080_TCP_ADDR": "10.96.0.7",
     }
-    for name, value in links.items():
-        clean_env.setenv(name, value)
+    set_env(clean_env, links)
     assert isinstance(load(WorkerSettings), WorkerSettings)
     # A misspelt port setting is still one, whatever its name ends with.
     clean_env.setenv("INTURN_WORKR_HTTP_PORT", "8081")
