@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 
 from inturn.schemas import Message, decode
 from inturn.settings import KafkaSettings, load
 from inturn.settings.operator import OperatorSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_cli.commands.rooms import room_info
 from inturn_cli.main import main
 from tests.support.messages import text_message
@@ -19,7 +21,6 @@ from tests.worker.harness import (
     produce,
     read_topic,
     running_worker,
-    worker_settings,
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -39,19 +40,14 @@ def operator_env(inturn_topics: KafkaSettings, pg_schema: str, monkeypatch: pyte
 
 async def test_dead_letters_are_listed_replayed_in_room_order_and_a_blocked_room_released(
     inturn_topics: KafkaSettings,
-    pg_schema: str,
     platform: ScriptedPlatform,
-    test_id: str,
     operator_env: None,
     capsys: pytest.CaptureFixture[str],
+    make_settings: Callable[..., WorkerSettings],
 ) -> None:
     platform.behaviour["B"].answers.extend([(400, None), (422, None)])
     produce(inturn_topics, [text_message("B", "b0"), text_message("B", "b1"), text_message("B", "b2")])
-    settings = worker_settings(
-        inturn_topics,
-        pg_schema,
-        platform.url,
-        f"g{test_id}",
+    settings = make_settings(
         worker_dead_letter_policy="block",
         worker_room_api_token=ROOM_API_TOKEN,
     )

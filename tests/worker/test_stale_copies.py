@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 from msgspec.structs import replace
@@ -18,6 +19,7 @@ from msgspec.structs import replace
 from inturn.platforms import SendResult
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
 from inturn_worker.acks import AckRouter, Routed
 from tests.support.messages import text_message
@@ -31,14 +33,13 @@ from tests.worker.harness import (
     publish_acks,
     running_worker,
     terminal_by_message,
-    worker_settings,
 )
 
 
 @pytest.mark.kafka
 @pytest.mark.postgres
 async def test_a_message_sent_twice_never_reaches_the_device_after_the_rooms_next_message(
-    inturn_topics: KafkaSettings, pg_schema: str, platform: ScriptedPlatform, test_id: str
+    inturn_topics: KafkaSettings, platform: ScriptedPlatform, make_settings: Callable[..., WorkerSettings]
 ) -> None:
     """Three rooms, one worker (send timeout 1 s), each room a way for a message to go out twice.
 
@@ -58,11 +59,7 @@ async def test_a_message_sent_twice_never_reaches_the_device_after_the_rooms_nex
     platform.behaviour["K"].copies.append(Copy(device_after_s=3.0))
     produced = {room: [f"{room.lower()}0", f"{room.lower()}1"] for room in ("S", "R", "K")}
     produce(inturn_topics, [text_message(room, mid) for room, mids in produced.items() for mid in mids])
-    settings = worker_settings(
-        inturn_topics,
-        pg_schema,
-        platform.url,
-        f"g{test_id}",
+    settings = make_settings(
         worker_send_timeout_ms=1000,
         worker_acks_fetch_wait_max_ms=10,
         worker_ack_timeout_ms=10_000,
