@@ -167,10 +167,11 @@ async def test_the_rate_limit_spaces_sends_of_one_account_across_rooms(
     assert len(at) == 40
     # A bucket of 20 refilled at 20 a second lets at most 20 + 20 t sends through in any t seconds, so any n > 20
     # consecutive sends span at least (n - 20) / 20 s (less the transit time, which may delay one send and not the
-    # next). This holds wherever the bursts fall: sends that go out slowly at first (rooms starting under load) leave
-    # the bucket time to refill. Unlimited, all 40 take a fraction of that.
+    # next: the first burst opens its connections, later sends reuse them; 87 ms was seen once on this box). This
+    # holds wherever the bursts fall: sends that go out slowly at first (rooms starting under load) leave the bucket
+    # time to refill. Unlimited, all 40 take a fraction of that (n = 40 must span at least 0.85 s).
     for n in range(21, len(at) + 1):
-        assert min(b - a for a, b in zip(at, at[n - 1 :], strict=False)) >= (n - 20) / 20 - 0.05, n
+        assert min(b - a for a, b in zip(at, at[n - 1 :], strict=False)) >= (n - 20) / 20 - 0.15, n
 
 
 @pytest.mark.kafka

@@ -16,10 +16,10 @@ from typing import Protocol
 
 import structlog
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
-from structlog.contextvars import bind_contextvars, clear_contextvars
 
 from inturn.errors import SchemaError
 from inturn.kafka import make_consumer
+from inturn.logs import bind_work, clear_work, work
 from inturn.metrics import worker as m
 from inturn.schemas import (
     ACK_HEADER_MESSAGE_ID,
@@ -229,7 +229,7 @@ class AckReader:
             batch, ready = self._take()
             for record in batch:
                 self._handle(record)
-            clear_contextvars()  # the last ack's context is not what the reader logs next
+            clear_work()  # the last ack's context is not what the reader logs next
             for part in ready:
                 part.acks_caught_up()  # after the batch above was routed
             # A full batch: more is there. Otherwise look again shortly while a message waits for its ack, less often
@@ -250,7 +250,7 @@ class AckReader:
         if self._settled(record):
             return
         # What is logged about this ack carries where it was read and, once decoded, its room and message.
-        bind_contextvars(partition=record.partition(), ack_offset=record.offset(), room_id=None, message_id=None)
+        bind_work(partition=record.partition(), ack_offset=record.offset())
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
@@ -265,7 +265,7 @@ class AckReader:
             )
             self._events.dead_letter(letter, None)
             return
-        bind_contextvars(room_id=ack.room_id, message_id=ack.message_id)
+        bind_work(**work(), room_id=ack.room_id, message_id=ack.message_id)
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
             m.for_platform(ack.platform).late_acks.inc()

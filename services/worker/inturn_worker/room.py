@@ -14,10 +14,10 @@ import time
 from collections.abc import Mapping
 
 import structlog
-from structlog.contextvars import bind_contextvars
 
 from inturn.deadlines import Deadlines, expire_future
 from inturn.errors import PermanentPlatformError
+from inturn.logs import bind_work
 from inturn.metrics import worker as m
 from inturn.platforms import AckKind, PlatformAdapter, PreparedSend, SendResult
 from inturn.schemas import ANSWERED, Ack, AckStatus, EventType, OrderingMode, now_ms
@@ -190,9 +190,7 @@ class Delivery:
         retries, dead letters, a blocked room) carries the message: room, message id, partition and offset (bound
         in the task's own context, replaced by the room's next message)."""
         part = entry.part
-        bind_contextvars(
-            room_id=room.room_id, message_id=entry.message_id, partition=part.partition, offset=entry.offset
-        )
+        bind_work(room_id=room.room_id, message_id=entry.message_id, partition=part.partition, offset=entry.offset)
         cursor = part.cursor(room.room_id)
         done = f"room cursor at {cursor}" if cursor is not None and entry.offset <= cursor else None
         if done is None and part.sent_before(room.room_id, entry.message_id):
