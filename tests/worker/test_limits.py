@@ -167,7 +167,7 @@ async def test_the_rate_limit_spaces_sends_of_one_account_across_rooms(
     assert len(at) == 40
     # A bucket of 20 refilled at 20 a second lets at most 20 + 20 t sends through in any t seconds, so any n > 20
     # consecutive sends span at least (n - 20) / 20 s (less the transit time, which may delay one send and not the
-    # next: the first burst opens its connections, later sends reuse them; 87 ms was seen once on this box). This
+    # next: perhaps the first burst opening its connections while later sends reuse them; 63 ms seen once here). This
     # holds wherever the bursts fall: sends that go out slowly at first (rooms starting under load) leave the bucket
     # time to refill. Unlimited, all 40 take a fraction of that (n = 40 must span at least 0.85 s).
     for n in range(21, len(at) + 1):
