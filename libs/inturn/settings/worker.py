@@ -142,7 +142,9 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
         "(the wait for a free pooled connection is not counted).",
     )
     worker_retry_max_attempts: int = Field(8, ge=1, description="Send attempts before a transient error is final.")
-    worker_retry_base_ms: int = Field(200, ge=1, description="Backoff base (full jitter, doubling).")
+    worker_retry_base_ms: int = Field(
+        200, ge=1, description="Backoff base (doubling; each delay uniform in its upper half)."
+    )
     worker_retry_cap_ms: int = Field(30_000, ge=1, description="Largest single backoff.")
     worker_retry_max_elapsed_ms: int = Field(300_000, ge=1, description="Give up retrying after this long.")
     worker_dead_letter_policy: Literal["skip", "block"] = Field(

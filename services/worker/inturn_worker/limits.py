@@ -1,5 +1,5 @@
 """Sending one message: per platform account a token bucket (rate limit) and a circuit breaker, and
-retries of transient failures with full-jitter backoff (Retry-After honoured).
+retries of transient failures with equal-jitter backoff (Retry-After honoured).
 
 While a breaker is open, rooms of that account wait; nothing is dropped.
 """
@@ -143,9 +143,15 @@ class CircuitBreaker:
         self._closed.clear()
 
 
-def full_jitter_backoff(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
-    """AWS-style full jitter: uniform in [0, min(cap, base * 2**attempt)] (attempt counts from 0)."""
-    return rng.uniform(0.0, min(cap_s, base_s * (2**attempt)))
+def equal_jitter_backoff(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
+    """Equal jitter: uniform in [d/2, d] with d = min(cap, base * 2**attempt) (attempt counts from 0).
+
+    Half of each delay is fixed, so the attempts span at least half the doubling sum (8 attempts at base 200 ms: at
+    least 12.7 s). Full jitter (uniform in [0, d]) spreads retries as well but may draw every delay near 0: with those
+    settings about 3 messages in 1,000 retried through a 3 s burst of 5xx ran out of attempts and were dead-lettered
+    (docs/reliability.md, problem 14)."""
+    bound: float = min(cap_s, base_s * 2.0**attempt)
+    return bound / 2 + rng.uniform(0.0, bound / 2)
 
 
 class SendFailed(Exception):
@@ -191,7 +197,7 @@ class Sends:
         prepared: PreparedSend,
         acked: asyncio.Future[Ack | None] | None = None,
     ) -> tuple[SendResult, int, int]:
-        """Send with retries (full-jitter backoff, Retry-After honoured); the result, attempts and send time.
+        """Send with retries (equal-jitter backoff, Retry-After honoured); the result, attempts and send time.
 
         ``SendFailed`` when the platform refused the message or the retries ran out; ``AckedMeanwhile`` when
         ``acked`` (the message's ack future) holds an ack before an attempt is written."""
@@ -246,7 +252,7 @@ class Sends:
                 delay = (
                     transient.retry_after
                     if transient.retry_after is not None
-                    else full_jitter_backoff(
+                    else equal_jitter_backoff(
                         attempt - 1,
                         settings.worker_retry_base_ms / 1000,
                         settings.worker_retry_cap_ms / 1000,
