@@ -151,7 +151,7 @@ class RoomMachine(RuleBasedStateMachine):
             self._checkpoint_round()
             room = self.part.rooms.get("R")
             idle = room is not None and room.wakeup is not None  # its loop waits for a next message
-            running = not idle and any(t.get_name() == "room:R" and not t.done() for t in asyncio.all_tasks())
+            running = not idle and any(t.get_name() == "R" and not t.done() for t in asyncio.all_tasks())
             return not running or self.platform.pending is not None or self._in_flight() is not None
 
         await eventually(waiting_or_done, 5, "the room finished or waiting on the platform", every=0.0005)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -64,7 +65,7 @@ class Entry:
             raw,
             message.room_id,
             message.message_id,
-            message.platform,
+            sys.intern(message.platform),  # a few platforms' names, not a copy per buffered message
             message.created_at_ms,
             message.not_before_ms,
             consumed_at_ms,
