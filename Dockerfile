@@ -127,13 +127,14 @@ EOF
 
 # Read-only-root friendly: nothing below writes outside /tmp (the chart mounts an emptyDir there); bytecode was
 # compiled at build time and is not rewritten; the Spark jar cache is complete and only read.
-# MALLOC_ARENA_MAX=2: glibc gives every thread that allocates its own malloc arena, and librdkafka's threads
-# and the executor threads each keep one; with two, a worker holding 25k rooms stays ~15% smaller.
+# MALLOC_ARENA_MAX=1: glibc gives every thread that allocates its own malloc arena, and librdkafka's threads
+# and the executor threads each keep one; with two, a worker holding 25k rooms stays ~15% smaller, with one a
+# further 2-3% (docs/operations.md).
 # MALLOC_MMAP_THRESHOLD_=131072: blocks of 128 KiB and more (librdkafka's fetch and decompression buffers) are mapped
 # on their own and given back when freed; glibc otherwise raises the threshold after the first such free and serves
 # them from the heap, where they stay as holes: 25k rooms in flight 265 MiB against 310 MiB (docs/operations.md).
 ENV PATH=/opt/inturn/venv/bin:$PATH \
-    MALLOC_ARENA_MAX=2 \
+    MALLOC_ARENA_MAX=1 \
     MALLOC_MMAP_THRESHOLD_=131072 \
     VIRTUAL_ENV=/opt/inturn/venv \
     PYTHONDONTWRITEBYTECODE=1 \

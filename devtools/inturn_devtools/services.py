@@ -18,7 +18,7 @@ from inturn_devtools.waiting import wait_until
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: glibc's allocator as the container image sets it (Dockerfile): two malloc arenas, and blocks of 128 KiB and more
 #: mapped on their own (given back when freed) rather than left as holes in the heap.
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 class ServiceProcess:
