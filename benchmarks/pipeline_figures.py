@@ -136,7 +136,13 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         ],
         rows,
     )
-    out += ["Per delivered message, from the broker's counters:", ""]
+    out += [
+        "Per delivered message, from the broker's counters. A topic's *partition reads* are its "
+        "`BrokerTopicMetrics` `TotalFetchRequestsPerSec`, which the broker marks once for every partition a fetch "
+        "reads (`ReplicaManager.fetchMessages`), so a fetch of 12 partitions counts 12 there; *Fetch requests* "
+        "(`RequestMetrics`) counts the requests.",
+        "",
+    ]
     rows = []
     for tag, runs in _all_rounds(p):
         for name, run in runs.items():
@@ -159,7 +165,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
     out += table(
         [
             "variant #round",
-            *(f"{t}: records / produce req / fetch req" for t in TOPICS),
+            *(f"{t}: records / produce req / partition reads" for t in TOPICS),
             "Produce requests",
             "Fetch requests",
             "all requests",
