@@ -39,12 +39,16 @@ def producing(settings: KafkaSettings, flush_s: float, what: str) -> Iterator[Pr
         producer.close()
 
 
+#: What a benchmark's figures depend on: the code, and the launcher and image settings its processes run with.
+MEASURED_PATHS = ("libs", "services", "cli", "devtools", "benchmarks", "Dockerfile")
+
+
 def code_version() -> dict[str, Any]:
     """The commit a run measured and the source files changed since (``INTURN_BENCH_COMMIT`` outside git)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "libs", "services", "cli", "benchmarks"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *MEASURED_PATHS],
             capture_output=True,
             text=True,
             check=True,

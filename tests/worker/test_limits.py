@@ -14,6 +14,7 @@ import pytest
 
 from inturn.schemas import EventType
 from inturn.settings import KafkaSettings
+from inturn.settings.worker import WorkerSettings
 from inturn_worker.limits import BreakerPolicy, CircuitBreaker, TokenBucket, equal_jitter_backoff
 from tests.support.messages import text_message
 from tests.worker.harness import (
@@ -139,12 +140,16 @@ def test_equal_jitter_spreads_over_the_upper_half_of_the_doubling_bound_and_resp
         assert 0.95 * bound < max(delays) <= bound
 
 
-def test_eight_attempts_never_fit_in_a_short_burst_of_server_errors() -> None:
+def test_the_default_retry_budget_never_fits_in_a_short_burst_of_server_errors() -> None:
     """The default budget (8 attempts, base 200 ms) outlasts a 3 s burst of 5xx whatever the draws: full jitter ran
     out of attempts within 3 s for about 3 messages in 1,000 (docs/reliability.md, problem 14)."""
+    defaults = WorkerSettings()
+    base_s, cap_s = defaults.worker_retry_base_ms / 1000, defaults.worker_retry_cap_ms / 1000
+    delays = range(defaults.worker_retry_max_attempts - 1)  # a delay before each attempt after the first
     rng = random.Random(5)
-    shortest = min(sum(equal_jitter_backoff(a, 0.2, 30.0, rng) for a in range(7)) for _ in range(5000))
-    assert shortest >= 12.7
+    shortest = min(sum(equal_jitter_backoff(a, base_s, cap_s, rng) for a in delays) for _ in range(5000))
+    assert shortest > 3.0, "a 3 s burst of 5xx can use up every attempt"
+    assert shortest >= 12.7 - 1e-9  # half of 0.2 + 0.4 + ... + 12.8 s, the doubling bounds of the 7 delays
 
 
 # --- end to end -------------------------------------------------------------------------------------------
