@@ -26,11 +26,13 @@ from inturn.kafka import make_admin, make_producer
 from inturn.metrics import worker as m
 from inturn.platforms import ADAPTERS, PlatformAdapter
 from inturn.runtime import tune_gc
+from inturn.schemas import OrderingMode
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.ack_reader import AckReader
 from inturn_worker.acks import AckRouter
 from inturn_worker.checkpoint import Checkpoint
 from inturn_worker.dead_letters import DeadLetters
+from inturn_worker.ends import EndsReader
 from inturn_worker.events import EventLog
 from inturn_worker.health import describe, start_health_server
 from inturn_worker.intake import Batches, Intake
@@ -89,12 +91,15 @@ class Worker:
         router = AckRouter(settings.worker_early_ack_ttl_ms / 1000)
         lease_s = lease_seconds(settings.worker_session_timeout_ms)
         store = Store(pool, settings.topic_messages, lease_s)
-        parts = Partitions(lease_s, settings.worker_dedup_window, layout.messages)  # filled by the rebalances
+        # In the ack-gated modes a new owner reads the terminal events of the look-back before its first send.
+        reads_ends = OrderingMode(settings.worker_mode) in (OrderingMode.ACK, OrderingMode.PARTITION)
+        parts = Partitions(lease_s, settings.worker_dedup_window, layout.messages, reads_ends)  # the rebalances fill it
         letters = DeadLetters(settings, events, store)
         rooms = Rooms(settings, parts, Delivery(settings, adapters, events, router, letters))
         acks = AckReader(settings, router, events)
+        ends = EndsReader(settings, layout.events or 1, acks) if reads_ends else None
         checkpoint = Checkpoint(settings, parts, rooms, events, store)
-        rebalances = Rebalances(settings, parts, rooms, acks, checkpoint)
+        rebalances = Rebalances(settings, parts, rooms, ends or acks, checkpoint)
         intake = Intake(settings, parts, Batches(settings, parts, rooms, letters, store), rebalances, checkpoint)
         self._checkpoint = checkpoint
         self._health, self.http_port = await start_health_server(
@@ -133,6 +138,8 @@ class Worker:
             await intake.drain_all()  # bounded drain, final checkpoint, commit: still a group member
             await intake.close()
             await acks.close()
+            if ends is not None:
+                await ends.close()
             await rooms.close()
             for task in tasks:
                 task.cancel()

@@ -3,7 +3,11 @@
 ``confirm`` waits until every record produced before it was called is in Kafka — not until the
 producer is idle, which under steady load it never is. It counts per partition: the producer is
 idempotent, so Kafka confirms each partition's records in the order they were produced, and the
-partition is computed here with the same murmur2 partitioner the producer would use. The
+partition is chosen here. A message's events go to the events partition of its own messages partition's
+number (modulo the events topic's count): that is murmur2 of the room, as for inturn's producers, unless the
+messages were produced with another partitioner; either way a room's events stay in one partition, and a new owner
+of messages partition p finds their terminal events in events partition p (``inturn_worker.ends``). Dead letters
+go by murmur2 of their key. The
 checkpoint calls ``confirm`` before writing cursors and offsets, so nothing is marked done before
 its terminal event is safe. A record Kafka gave up on is produced again: an event is never dropped.
 
@@ -91,19 +95,21 @@ class EventLog:
             "platform_message_id": platform_message_id,
             "detail": detail,
         }
-        self._produce(self._events_topic, room_id, orjson.dumps(record))
+        events = self._events_topic
+        self._produce(events, room_id, orjson.dumps(record), partition % self._partitions[events])
 
     def dead_letter(self, letter: DeadLetter, key: str | None) -> None:
         """Put a dead letter on the dead-letter topic."""
         self._produce(self._dlq_topic, key, encode(letter))
 
-    def _produce(self, topic: str, key: str | None, value: bytes) -> None:
-        partition = self._partition(topic, key) if key is not None else 0
+    def _produce(self, topic: str, key: str | None, value: bytes, partition: int | None = None) -> None:
+        if partition is None:
+            partition = self._partition(topic, key) if key is not None else 0
         self._produced[(topic, partition)] += 1
         self._send(topic, key, value, partition, self._on_delivery)
 
     def _partition(self, topic: str, key: str) -> int:
-        """The partition of ``key`` (a room's events go out with every message of it: remembered)."""
+        """The partition of ``key`` by murmur2 (remembered: a room's dead letters may come one after another)."""
         cached = self._key_partitions.get((topic, key))
         if cached is None:
             if len(self._key_partitions) >= 200_000:

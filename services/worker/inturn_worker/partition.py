@@ -3,7 +3,7 @@
 A ``Partition`` holds the partition's rooms (their queues), its offsets, its rooms' cursors and
 the cursor changes not yet in PostgreSQL, its epoch, lease, pause and last commit. It is the one
 writer of that state: every attribute is private, and every change is a method named for what
-happened (``consumed``, ``cursor_loaded``, ``finished``, ``acks_caught_up``, ``claimed``,
+happened (``consumed``, ``cursor_loaded``, ``finished``, ``acks_caught_up``, ``ends_read``, ``claimed``,
 ``durable``, ``committing``, ``commit_failed``, ``revoke``, ``fence``). Only the event loop calls
 them; the consumer thread never touches a partition. The decisions that follow from that state are
 made here too: whether a room must wait for durability, when to pause, what offset to commit.
@@ -15,7 +15,10 @@ the acks reader has caught up with its acks partition:
   partition's epoch), so a worker that was frozen, or cut off from PostgreSQL, stops sending before
   it could send something it cannot account for (docs/architecture.md, invariant 4);
 - acks published before the assignment (for messages the previous owner sent) are read before the
-  first send, so a message acked under the previous owner is recognised and not sent again.
+  first send, so a message acked under the previous owner is recognised and not sent again;
+- in the ack-gated modes, the terminal events of the look-back are read back too (``inturn_worker.ends``): a
+  room's cursor is the newer of PostgreSQL's and theirs, so a message that ended without an ack is not sent again
+  after newer ones when PostgreSQL went back in time (docs/reliability.md, problem 15).
 """
 
 from __future__ import annotations
@@ -158,18 +161,20 @@ class PartitionGone(Exception):
 
 
 class PartitionOffsets:
-    """Consumed offsets of one partition, in consumption order, and which of them are terminal.
+    """Consumed offsets of one partition, in consumption order, which of them are terminal, and whether their
+    number paused consumption.
 
     Rooms finish out of offset order; the committable offset is the lowest consumed offset not terminal
     yet (or one past the highest consumed when all are terminal) — docs/architecture.md, invariant 2.
     """
 
-    __slots__ = ("_done", "_next", "_pending")
+    __slots__ = ("_done", "_next", "_pending", "paused")
 
     def __init__(self) -> None:
         self._pending: deque[int] = deque()
         self._done: set[int] = set()
         self._next: int | None = None  # one past the highest offset consumed
+        self.paused = False  # written by ``backpressure`` only
 
     def consumed(self, offset: int) -> None:
         """Record a newly consumed offset (offsets of one partition arrive in increasing order)."""
@@ -202,6 +207,17 @@ class PartitionOffsets:
         """Consumed offsets the commit cannot pass yet."""
         first = self.committable()
         return 0 if first is None or self._next is None else self._next - first
+
+    def backpressure(self, high: int, low: int) -> bool | None:
+        """Pause at ``high`` buffered messages, resume at ``low``: True pauses now, False resumes now, None neither."""
+        buffered = self.in_flight
+        if not self.paused and buffered >= high:
+            self.paused = True
+            return True
+        if self.paused and buffered <= low:
+            self.paused = False
+            return False
+        return None
 
 
 #: Terminal outcomes after which no ack will confirm the message: a new owner of the partition would send it again,
@@ -273,12 +289,14 @@ class Partition:
         lease_s: float,
         durability_wanted: asyncio.Event | None = None,
         dedup_window: int = 4,
+        ends_pending: bool = False,
     ) -> None:
         self._number = partition
         self._rooms: dict[str, Room] = {}  # rooms with buffered messages or a running loop
         self._offsets = PartitionOffsets()
         self._committed: int | None = None  # the last offset decided for a commit to Kafka
         self._cursors: dict[str, int] = {}  # room -> its newest terminal offset (-1: none yet)
+        self._ended: dict[str, int] | None = None if ends_pending else {}  # the same from the events topic
         #: room -> digests of its last ``dedup_window`` sent message ids (``message_digest``), newest last
         self._recent: dict[str, bytes] = {}
         self._recent_bytes = 8 * dedup_window
@@ -287,7 +305,6 @@ class Partition:
         self._epoch: int | None = None
         self._revoked = False
         self._fenced = False
-        self._paused = False
         self._acks_ready = False
         self._lock = asyncio.Lock()  # one message in flight per partition ('partition' mode)
         self._durability_wanted = durability_wanted  # the checkpoint's: set, it runs a round at once
@@ -318,12 +335,12 @@ class Partition:
     @property
     def paused(self) -> bool:
         """Whether backpressure paused its consumption."""
-        return self._paused
+        return self._offsets.paused
 
     @property
     def acks_ready(self) -> bool:
-        """Whether the acks reader has read its acks up to the assignment."""
-        return self._acks_ready
+        """Whether its acks (and, when asked for, its ends) were read up to the assignment."""
+        return self._acks_ready and self._ended is not None
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -354,8 +371,9 @@ class Partition:
         return not (self._revoked or self._fenced)
 
     def cursor(self, room_id: str) -> int | None:
-        """The room's newest terminal offset (-1: none yet; None: not loaded)."""
-        return self._cursors.get(room_id)
+        """The room's newest terminal offset, PostgreSQL's or the events topic's (-1: none; None: not loaded)."""
+        cursor = self._cursors.get(room_id)
+        return cursor if cursor is None or not self._ended else max(cursor, self._ended.get(room_id, -1))
 
     def committable(self) -> int | None:
         """The offset a commit may reach now (Kafka's "next to read"), or None before anything was consumed."""
@@ -384,14 +402,7 @@ class Partition:
 
     def backpressure(self, high: int, low: int) -> bool | None:
         """Pause at ``high`` buffered messages, resume at ``low``: True pauses now, False resumes now, None neither."""
-        buffered = self._offsets.in_flight
-        if not self._paused and buffered >= high:
-            self._paused = True
-            return True
-        if self._paused and buffered <= low:
-            self._paused = False
-            return False
-        return None
+        return self._offsets.backpressure(high, low)
 
     def room_for(self, room_id: str) -> Room:
         """The room ``room_id`` of this partition, created when it has none."""
@@ -501,9 +512,14 @@ class Partition:
         self._acks_ready = True
         self._lease.wake()
 
+    def ends_read(self, ended: dict[str, int]) -> None:
+        """The ends reader read the partition's terminal events back: room -> the newest offset they end."""
+        self._ended = ended
+        self._lease.wake()
+
     def admitted(self) -> bool:
         """True when a send may go out now (``admit`` would return at once)."""
-        return not self.gone and self._acks_ready and self._lease.fresh()
+        return not self.gone and self.acks_ready and self._lease.fresh()
 
     async def admit(self) -> None:
         """Return when a send may go out; raise ``PartitionGone`` once it never may."""
@@ -524,10 +540,11 @@ def lease_seconds(session_timeout_ms: int) -> float:
 class Partitions(Mapping[int, Partition]):
     """The messages partitions this worker owns, by number: filled and emptied by the rebalances only."""
 
-    def __init__(self, lease_s: float, dedup_window: int = 4, count: int | None = None) -> None:
+    def __init__(self, lease_s: float, dedup_window: int = 4, count: int | None = None, ends: bool = False) -> None:
         self._lease_s = lease_s
         self._dedup_window = dedup_window
         self._count = count
+        self._ends = ends  # each partition waits for its ends to be read back (``ends_read``)
         self._parts: dict[int, Partition] = {}
 
     @property
@@ -538,7 +555,7 @@ class Partitions(Mapping[int, Partition]):
     def assign(self, numbers: list[int], durability_wanted: asyncio.Event | None) -> list[Partition]:
         """The group assigned ``numbers`` to this worker: a fresh ``Partition`` for each."""
         for number in numbers:
-            self._parts[number] = Partition(number, self._lease_s, durability_wanted, self._dedup_window)
+            self._parts[number] = Partition(number, self._lease_s, durability_wanted, self._dedup_window, self._ends)
         return [self._parts[number] for number in numbers]
 
     def of(self, number: int) -> Partition | None:

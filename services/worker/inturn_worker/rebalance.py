@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, TopicPartition
 from inturn.metrics import worker as m
 from inturn.schemas import now_ms
 from inturn.settings.worker import WorkerSettings
-from inturn_worker.ack_reader import AckReader
 from inturn_worker.checkpoint import Checkpoint
+from inturn_worker.ends import ReadsBack
 from inturn_worker.partition import Partition, Partitions
 from inturn_worker.room import Rooms
 
@@ -31,13 +31,13 @@ class Rebalances:
     """What happens to this worker's partitions when the group moves them."""
 
     def __init__(
-        self, settings: WorkerSettings, parts: Partitions, rooms: Rooms, acks: AckReader, checkpoint: Checkpoint
+        self, settings: WorkerSettings, parts: Partitions, rooms: Rooms, acks: ReadsBack, checkpoint: Checkpoint
     ) -> None:
         self._grace_s = settings.worker_revoke_grace_ms / 1000  # what in-flight messages get on a revoke
         self._lookback_ms = settings.worker_ack_lookback_ms
         self._parts = parts
         self._rooms = rooms
-        self._acks = acks
+        self._acks = acks  # the acks reader, or the ends reader in front of it (the ack-gated modes)
         self._checkpoint = checkpoint
         self._loop: asyncio.AbstractEventLoop | None = None
 

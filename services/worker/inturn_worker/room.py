@@ -210,6 +210,8 @@ class Delivery:
         in the task's own context, replaced by the room's next message)."""
         part = entry.part
         bind_work(room_id=room.room_id, message_id=entry.message_id, partition=part.partition, offset=entry.offset)
+        if self._awaits_ack and not part.admitted():  # the cursor includes the ends read back (``Partition.cursor``)
+            await part.admit()
         cursor = part.cursor(room.room_id)
         done = f"room cursor at {cursor}" if cursor is not None and entry.offset <= cursor else None
         if done is None and part.sent_before(room.room_id, entry.message_id):
