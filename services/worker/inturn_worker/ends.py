@@ -64,7 +64,6 @@ class EndsReader:
         self._settings = settings
         self._count = max(1, events_partitions)
         self._acks = acks
-        self._consumer: Consumer | None = None  # made at the first read, kept (it holds no assignment between reads)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="ends")
         self._tasks: set[asyncio.Task[None]] = set()
         self._decoder = msgspec.json.Decoder(End)
@@ -93,7 +92,6 @@ class EndsReader:
             except (KafkaException, TimeoutError) as exc:
                 failures += 1
                 log.warning("ends_read_retry", partitions=numbers, error=str(exc), failures=failures)
-                await loop.run_in_executor(self._executor, self._drop_consumer)
                 await asyncio.sleep(RETRY_S)
                 continue
             for part in live:
@@ -107,23 +105,25 @@ class EndsReader:
             )
             return
 
-    def _drop_consumer(self) -> None:
-        """On the reader's thread (no read is using it): a new client for the next try. One left with a stale view of
-        the cluster after a broker restart may answer every lookup with an error for minutes (``AckReader._rebuild``);
-        the old one is closed on a thread of its own, as a wedged client may take long to close."""
-        old, self._consumer = self._consumer, None
-        if old is not None:
-            threading.Thread(target=old.close, name="ends-old-client-close", daemon=True).start()
-
     def _read_back(self, numbers: list[int], since_ms: int) -> tuple[dict[int, dict[str, int]], int]:
         """On the reader's thread: per messages partition, room -> the newest offset its terminal events record; and
-        how many event records were read."""
+        how many event records were read.
+
+        Each read has a client of its own, closed after it: between assignments the worker holds none (a Kafka
+        client's threads and buffers are a few MiB), and a try after a failure never reuses a client that may have
+        been left with a stale view of the cluster (``AckReader._rebuild``). It is closed on a thread of its own, as
+        a wedged client may take long to close."""
+        group = f"{self._settings.worker_group_id}.ends.{self._settings.worker_id}"
+        consumer = make_consumer(self._settings, group)
+        try:
+            return self._read_with(consumer, numbers, since_ms)
+        finally:
+            threading.Thread(target=consumer.close, name="ends-client-close", daemon=True).start()
+
+    def _read_with(
+        self, consumer: Consumer, numbers: list[int], since_ms: int
+    ) -> tuple[dict[int, dict[str, int]], int]:
         topic = self._settings.topic_events
-        if self._consumer is None:
-            self._consumer = make_consumer(
-                self._settings, f"{self._settings.worker_group_id}.ends.{self._settings.worker_id}"
-            )
-        consumer = self._consumer
         wanted = sorted({number % self._count for number in numbers})
         found = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in wanted], timeout=10)
         failed = [tp for tp in found if tp.error is not None]
@@ -167,12 +167,9 @@ class EndsReader:
             rooms[end.room_id] = end.offset
 
     async def close(self) -> None:
-        """Stop reading: cancel reads under way, close the consumer."""
+        """Stop reading: cancel reads under way."""
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks)
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await asyncio.get_running_loop().run_in_executor(self._executor, consumer.close)
         self._executor.shutdown(wait=False)
