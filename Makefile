@@ -69,8 +69,16 @@ bench: setup ## benchmarks: ratios against baselines measured in the same run (v
 docs: setup ## regenerate docs/configuration.md from the settings classes
 	$(BIN)/inturn config reference > docs/configuration.md
 
-chaos: setup ## the fault matrix (kills, stops, restarts) against real services
-	$(BIN)/pytest -m chaos $(PYTEST_ARGS)
+# The whole matrix (PYTEST_ARGS naming no test path) also rewrites the table of docs/reliability.md from the rows it
+# recorded, passed or not; a part of it (PYTEST_ARGS with a tests/ path) leaves the document alone.
+chaos: setup ## the fault matrix (kills, stops, restarts) against real services; the whole of it regenerates docs/reliability.md's table
+	@mkdir -p var/chaos && rm -f var/chaos/rows.jsonl
+	CHAOS_ROWS=var/chaos/rows.jsonl $(BIN)/pytest -m chaos $(PYTEST_ARGS); status=$$?; \
+	case "$(PYTEST_ARGS)" in \
+	  *tests/*) echo "a part of the matrix: docs/reliability.md left as it is (rows in var/chaos/rows.jsonl)" ;; \
+	  *) $(BIN)/python -m inturn_devtools.chaos_table var/chaos/rows.jsonl docs/reliability.md ;; \
+	esac; \
+	exit $$status
 
 dev-up: setup ## start Kafka, PostgreSQL and the Pub/Sub emulator in the background
 	$(BIN)/inturn dev up --detach

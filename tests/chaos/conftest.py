@@ -9,6 +9,7 @@ message and the group committed every offset, then judges the simulator's receip
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +26,7 @@ from inturn.db import operator
 from inturn.db.pool import application_name
 from inturn.kafka import make_admin, partition_for
 from inturn.settings import KafkaSettings
-from inturn_devtools import LocalKafka
+from inturn_devtools import LocalKafka, chaos_table
 from inturn_devtools.pipeline import Pipeline
 from inturn_devtools.receipts import Report
 from inturn_devtools.waiting import wait_until
@@ -182,6 +183,25 @@ class Scenario:
         )
         for fault in self.faults:
             print(f"chaos:   {fault.at_s:6.1f} s  {fault.what} (bound {fault.bound})")
+        chaos_table.record(
+            {
+                "scenario": self.name,
+                "scale": self.scale,
+                "faults": len(self.faults),
+                "produced": report.produced,
+                "lost": report.lost,
+                "reordered": report.reordered,
+                "duplicated": report.duplicated,
+                "worst_room": worst.room_id if worst else None,
+                "worst_count": worst.duplicated if worst else 0,
+                "worst_bound": self.room_bound(worst.room_id) if worst else 0,
+                "bound": self.bound,
+                "unexpected": report.unexpected,
+                "run_s": round(self.drained_at - self.started, 1),
+                "drain_s": round(self.drain_s, 1),
+                "test": os.environ.get("PYTEST_CURRENT_TEST", "").removesuffix(" (call)"),
+            }
+        )
         return report
 
 

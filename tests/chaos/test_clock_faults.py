@@ -97,7 +97,8 @@ def test_a_webhook_clock_two_minutes_apart_from_the_workers_loses_nothing_across
         line.wait_balanced()
         total = line.produce(rooms=ROOMS, per_room=per_room)
         scenario = chaos.Scenario(
-            f"webhook clock {apart(offset_ms)} the workers', hand-over mid-run",
+            f"{'control: acks topic on CreateTime, ' if control else ''}webhook clock {apart(offset_ms)} the workers', "
+            "hand-over mid-run",
             line,
             f"{ROOMS} rooms x {per_room}, 1 then 2 workers",
         )
