@@ -105,7 +105,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         for name, run in runs.items():
             label = f"{name} {tag or '#1'}"
             if "error" in run:
-                rows.append([label, "failed: " + str(run["error"])[:80], *[""] * 8])
+                rows.append([label, "failed: " + str(run["error"])[:80], *[""] * 9])
                 continue
             cpu, idle = run.get("cpu_us_per_message", {}), run.get("idle_cores", {})
             loads = run.get("load_average", {})
@@ -114,6 +114,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                     label,
                     figure(run.get("delivered_msgs_per_s")),
                     *(figure(cpu.get(c)) for c in MEASURED),
+                    figure(cpu.get("broker_jit")),
                     " / ".join(figure(idle.get(c), 3) for c in MEASURED),
                     _p(dig(run, "latency_ms", "turn_to_sent")),
                     _p(dig(run, "latency_ms", "ack")),
@@ -128,6 +129,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
             "broker µs/msg",
             "worker µs/msg",
             "webhook µs/msg",
+            "of the broker's: JIT µs/msg",
             "idle cores (broker / worker / webhook)",
             "turn→sent p50 / p99 ms",
             "ack p50 / p99 ms",
@@ -183,6 +185,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                 [
                     f"{name} {tag or '#1'}",
                     *(figure(ratio.get(c), 3) for c in MEASURED),
+                    figure(ratio.get("broker_less_jit"), 3),
                     figure(delta.get("turn_to_sent_p99_ms")),
                     figure(delta.get("ack_p99_ms")),
                     "yes" if all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS)) else "no",
@@ -196,6 +199,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                 "broker CPU ratio",
                 "worker CPU ratio",
                 "webhook CPU ratio",
+                "broker less JIT ratio",
                 "turn→sent p99 Δ ms",
                 "ack p99 Δ ms",
                 "broker ≤ 0.5, Δ p99 ≤ 10 ms, worker and webhook ≤ 1",

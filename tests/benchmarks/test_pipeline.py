@@ -4,6 +4,9 @@ delivered message, the comparison with the baseline against the issue's bounds, 
 from __future__ import annotations
 
 import copy
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks import bench_pipeline, pipeline_figures, write_docs
@@ -62,12 +65,15 @@ def test_counters_per_delivered_message_count_from_the_windows_start() -> None:
     assert figures["requests_total"] == 0.2
 
 
-def _run(broker: float, worker: float, webhook: float, turn_p99: float, ack_p99: float) -> dict[str, Any]:
+def _run(
+    broker: float, worker: float, webhook: float, turn_p99: float, ack_p99: float, jit: float = 0.0
+) -> dict[str, Any]:
+    cpu = {"broker": broker, "worker": worker, "webhook": webhook, "sim": 100.0}
     return {
         "variant": "x",
         "partitions": 12,
         "delivered_msgs_per_s": 290.0,
-        "cpu_us_per_message": {"broker": broker, "worker": worker, "webhook": webhook, "sim": 100.0},
+        "cpu_us_per_message": {**cpu, "broker_jit": jit, "broker_less_jit": broker - jit},
         "idle_cores": {"broker": 0.08, "worker": 0.04, "webhook": 0.01, "sim": 0.01},
         "latency_ms": {
             "turn_to_sent": {"p50": 1.0, "p99": turn_p99, "n": 100},
@@ -88,11 +94,12 @@ def _run(broker: float, worker: float, webhook: float, turn_p99: float, ack_p99:
 
 
 def test_a_variant_meets_the_bounds_only_with_all_of_them() -> None:
-    base = _run(600.0, 250.0, 240.0, 20.0, 100.0)
-    good = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.0), base)
-    assert good["cpu_ratio"] == {"broker": 0.5, "worker": 1.0, "webhook": 0.833, "sim": 1.0}
+    base = _run(600.0, 250.0, 240.0, 20.0, 100.0, jit=200.0)
+    good = bench_pipeline.compare(_run(300.0, 250.0, 200.0, 30.0, 110.0, jit=60.0), base)
+    assert good["cpu_ratio"] == {"broker": 0.5, "worker": 1.0, "webhook": 0.833, "sim": 1.0, "broker_less_jit": 0.6}
     assert good["p99_delta"] == {"turn_to_sent_p99_ms": 10.0, "ack_p99_ms": 10.0}
     assert good["broker_at_most_half"]
+    assert not good["broker_less_jit_at_most_half"], "the broker's own work is 0.6 of the baseline's"
     assert good["latency_within_10ms"]
     assert good["worker_webhook_not_above"]
 
@@ -107,8 +114,8 @@ def test_a_variant_meets_the_bounds_only_with_all_of_them() -> None:
 
 
 def _pipeline() -> dict[str, Any]:
-    base = _run(600.0, 250.0, 240.0, 20.0, 100.0)
-    tuned = _run(250.0, 230.0, 220.0, 24.0, 104.0)
+    base = _run(600.0, 250.0, 240.0, 20.0, 100.0, jit=100.0)
+    tuned = _run(250.0, 230.0, 220.0, 24.0, 104.0, jit=50.0)
     tuned["variant"] = "defaults"
     tuned["vs_baseline"] = bench_pipeline.compare(tuned, base)
     return {
@@ -173,9 +180,9 @@ def test_the_plot_stacks_broker_worker_webhook_and_the_bridge_stage_per_variant_
 def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:
     text = "\n".join(pipeline_figures.pipeline_section(_pipeline(), "benchmarks"))
     assert "one status per request" in text
-    assert "| defaults #1 | 290 | 250 | 230 | 220 |" in text
+    assert "| defaults #1 | 290 | 250 | 230 | 220 | 50 |" in text
     assert "`INTURN_WORKER_FETCH_MIN_BYTES=1`" in text
-    assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 4 | 4 | yes |" in text
+    assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 0.400 | 4 | 4 | yes |" in text
     assert "failed: boom" in text
     assert "![CPU per delivered message, stacked](benchmarks/pipeline.svg)" in text
     assert "the bridge **80 µs** of CPU per message" in text
@@ -200,3 +207,14 @@ def test_a_rate_is_sustained_only_while_its_backlog_grows_by_at_most_a_tenth_of_
     assert bench_pipeline.sustained({"backlog": {"growth_share": -0.2}})
     assert not bench_pipeline.sustained({"backlog": {"growth_share": 0.1001}})
     assert not bench_pipeline.sustained({"error": "boom"})
+
+
+def test_the_cpu_of_threads_is_counted_by_their_names_only() -> None:
+    pid = os.getpid()
+    main_name = Path(f"/proc/{pid}/task/{pid}/comm").read_text().strip()
+    before = bench_pipeline.threads_cpu_s(pid, (main_name,))
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # CPU spent on this (the main) thread
+        pass
+    assert bench_pipeline.threads_cpu_s(pid, (main_name,)) - before >= 0.2
+    assert bench_pipeline.threads_cpu_s(pid, ("C2 CompilerThre",)) == 0.0  # no such thread in this process
