@@ -669,6 +669,7 @@ def bench(
             "accounts": ACCOUNTS,
             "idle_s": plan.idle_s,
             "warmup_s": plan.warmup_s,
+            "broker_warmup_s": WARM_S,
             "window_s": plan.window_s,
             "payload_bytes": PAYLOAD_BYTES,
             "lost_share": LOST_SHARE,

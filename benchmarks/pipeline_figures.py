@@ -81,7 +81,16 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
         "the ack's way back to the worker less the latency the simulator injected. The bridge is measured in a "
         "stage of its own, not in front of every variant (the Pub/Sub emulator would take most of a core of this box "
         "and starve the others): there a pull-mode bridge process writes the same messages, published to the "
-        "emulator at the stated rate, to Kafka, and its CPU per message written is stacked on every bar.",
+        "emulator at the stated rate, to Kafka, and its CPU per message written is stacked on every bar. The "
+        "broker's figure includes its JVM's just-in-time compiler threads, also shown apart (*of the broker's: JIT*) "
+        "with the broker's ratio without them: a broker compiles its paths over its first minutes of traffic, which "
+        "one that has served for hours no longer pays"
+        + (
+            f"; before the first variant the broker served {figure(setup.get('broker_warmup_s'))} s of the "
+            "baseline's traffic, not counted."
+            if setup.get("broker_warmup_s")
+            else "."
+        ),
         "",
     ]
     out += bridge_lines(p)

@@ -127,6 +127,7 @@ def _pipeline() -> dict[str, Any]:
             "rooms": 2000,
             "idle_s": 5,
             "warmup_s": 10,
+            "broker_warmup_s": 60,
             "window_s": 40,
             "lost_share": 0.12,
             "ack_timeout_ms": 1500,
@@ -180,6 +181,7 @@ def test_the_plot_stacks_broker_worker_webhook_and_the_bridge_stage_per_variant_
 def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:
     text = "\n".join(pipeline_figures.pipeline_section(_pipeline(), "benchmarks"))
     assert "one status per request" in text
+    assert "before the first variant the broker served 60 s of the baseline's traffic, not counted" in text
     assert "| defaults #1 | 290 | 250 | 230 | 220 | 50 |" in text
     assert "`INTURN_WORKER_FETCH_MIN_BYTES=1`" in text
     assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 0.400 | 4 | 4 | yes |" in text
