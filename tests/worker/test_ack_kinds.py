@@ -4,6 +4,8 @@ send's answer is the ack for a synchronous platform (Telegram, Instagram), so th
 
 from __future__ import annotations
 
+import time
+
 from inturn.platforms import AckKind, SendResult
 from inturn.schemas import Ack, AckStatus, EventType, Message, encode, now_ms
 from inturn.settings.worker import WorkerSettings
@@ -34,7 +36,7 @@ def _watermark(room: str, watermark_ms: int) -> Ack:
 def _started(platform: Platform, router: AckRouter) -> tuple[Rooms, Partition, Recorder]:
     part = Partition(0, lease_s=60)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     recorder = Recorder()
     settings = WorkerSettings(worker_ack_timeout_ms=3_600_000)

@@ -9,6 +9,7 @@ partition now admits no send until the ends are read, and a room's cursor is the
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -44,13 +45,13 @@ def _enqueue(rooms: Rooms, part: Partition, offset: int) -> None:
         ({"other-room": 9}, "m4", []),  # another room's end says nothing of this one
     ],
 )
-async def test_a_message_whose_end_is_on_kafka_but_not_in_postgresql_is_not_sent_again(
+async def test_a_message_whose_end_is_on_kafka_but_not_in_postgresql_is_not_sent_again_and_postgresql_learns_it(
     ends: dict[str, int], first_sent: str, skipped: list[str]
 ) -> None:
     platform, recorder = Platform(), Recorder()
     part = Partition(0, lease_s=3600, ends_pending=True)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     part.cursor_loaded("R", -1, None)  # PostgreSQL went back: it has no cursor of the room
     settings = WorkerSettings(worker_ack_timeout_ms=3_600_000, worker_adaptive_timeout=False)
@@ -68,6 +69,9 @@ async def test_a_message_whose_end_is_on_kafka_but_not_in_postgresql_is_not_sent
     assert platform.pending is not None
     assert platform.pending[0] == first_sent
     assert recorder.events == [(EventType.SKIPPED_DUPLICATE, m) for m in skipped]
+    # The next checkpoint round writes the cursor the events gave, so a later owner does not depend on the look-back.
+    written = [(u.room_id, u.offset, u.message_id, u.outcome) for u in part.pending()[0]]
+    assert written == [("R", 4, m, EventType.SKIPPED_DUPLICATE) for m in skipped]
 
 
 class _NoAcks:
@@ -101,7 +105,7 @@ async def test_the_ends_reader_takes_each_rooms_newest_terminal_offset_of_its_pa
     emit(EventType.ACK_TIMEOUT, r1, 1, 5)
     emit(EventType.ACKED, r1, 1, 3)  # read after the newer end: the newest offset stays
     emit(EventType.SKIPPED_DUPLICATE, r2, 1, 9)  # a skip leaves a cursor where it was
-    emit(EventType.DEAD_LETTERED, r3, 1, 2)
+    emit(EventType.DEAD_LETTERED, r3, 1, 2)  # an undecodable record is dead-lettered before its room's turn
     emit(EventType.LATE_ACK, r4, 1, 8)  # not an end
     emit(EventType.ACKED, r5, 2, 6)  # another messages partition's
     assert await log.confirm(10)
@@ -119,9 +123,9 @@ async def test_the_ends_reader_takes_each_rooms_newest_terminal_offset_of_its_pa
             reader.assign([part], since)
             await eventually(lambda: part.acks_ready, 30, "the partition's ends read back")
         cursors = {room: part.cursor(room) for room in ["room-old", *rooms]}
-        assert cursors == {"room-old": -1, r1: 5, r2: -1, r3: 2, r4: -1, r5: -1}
+        assert cursors == {"room-old": -1, r1: 5, r2: -1, r3: -1, r4: -1, r5: -1}
         read = [e for e in logs if e["event"] == "ends_read"]
-        assert [(e["partitions"], e["records"], e["rooms"]) for e in read] == [([1], 6, 2)]
+        assert [(e["partitions"], e["records"], e["rooms"]) for e in read] == [([1], 6, 1)]
     finally:
         await reader.close()
 
@@ -131,7 +135,7 @@ async def test_a_partition_waiting_for_its_ends_is_not_admitted_and_a_partition_
     plain = Partition(1, lease_s=60)
     for part in (waiting, plain):
         part.claimed(1)
-        part.renew()
+        part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
         part.acks_caught_up()
     assert plain.admitted()
     assert not waiting.admitted()
@@ -162,3 +166,20 @@ async def test_a_kafka_error_delays_the_read_back_and_never_admits_the_partition
         assert [e["records"] for e in logs if e["event"] == "ends_read"] == [0]
     finally:
         await reader.close()
+
+
+def test_a_skip_moves_a_cursor_only_up_and_only_for_a_room() -> None:
+    part = Partition(0, lease_s=60)
+    part.claimed(1)
+    for offset in range(10):
+        part.consumed(offset)
+    part.cursor_loaded("R", 5, None)
+    part.skipped(3, "R", "m3")  # at or below PostgreSQL's cursor: done already, nothing to write
+    part.skipped(4)  # an undecodable record: no room
+    assert part.pending()[0] == []
+    part.skipped(7, "R", "m7")  # above it (its end was found on Kafka): the store must learn it
+    assert [(u.room_id, u.offset, u.message_id) for u in part.pending()[0]] == [("R", 7, "m7")]
+    assert part.cursor("R") == 7
+    part.fence()
+    part.skipped(9, "R", "m9")  # a fenced partition records nothing
+    assert part.cursor("R") == 7

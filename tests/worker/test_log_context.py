@@ -5,6 +5,7 @@ merged into every event by ``inturn.logs.merge_work``)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -73,7 +74,7 @@ async def test_a_dead_letter_logged_in_a_rooms_send_path_names_its_message() -> 
     platform = Counting(refuse_head=True)  # m0 cannot be rendered: it is dead-lettered
     part = Partition(3, lease_s=60)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     rooms = rooms_of(WorkerSettings(), part, platform, Recorder(), AckRouter(60))
     message = text_message("R", "m0", recipient="r")

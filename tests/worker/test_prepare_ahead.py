@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 
 from prometheus_client import generate_latest
 
@@ -59,7 +60,7 @@ async def test_while_the_head_awaits_its_ack_the_next_messages_are_rendered_in_o
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     entries = _enqueue(rooms, part, 7)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
@@ -91,7 +92,7 @@ async def test_a_sent_messages_rendered_send_is_freed_while_it_awaits_its_ack() 
     part = Partition(0, lease_s=60)
     rooms = _rooms(platform, part, recorder)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     (entry,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
@@ -114,7 +115,7 @@ async def test_a_room_counts_as_stuck_after_twice_its_own_platforms_ack_timeout_
     part = Partition(0, lease_s=60)
     rooms = rooms_of(settings, part, platform, Recorder(), AckRouter(early_ttl_s=60))
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)
@@ -138,7 +139,7 @@ async def test_a_rooms_loop_takes_its_next_message_after_a_pause_and_retires_whe
     settings = WorkerSettings(worker_mode="none", worker_room_idle_ms=300)  # no ack wait: sent is terminal
     rooms = rooms_of(settings, part, platform, recorder, AckRouter(early_ttl_s=60))
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     (first,) = _enqueue(rooms, part, 1)
     await eventually(lambda: platform.pending is not None, 5, "the room loop got there", every=0)

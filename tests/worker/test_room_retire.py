@@ -34,7 +34,7 @@ async def test_after_an_ack_timeout_a_retired_rooms_next_message_waits_for_the_c
     wanted = asyncio.Event()  # what a room sets to ask the checkpoint for a round at once
     part = Partition(0, lease_s=3600, durability_wanted=wanted)
     part.claimed(1)
-    part.renew()
+    part.durable([], 0, time.monotonic())  # a lease, as a checkpoint round grants one
     part.acks_caught_up()
     settings = WorkerSettings(worker_ack_timeout_ms=50, worker_adaptive_timeout=False)
     assert settings.worker_room_idle_ms == 0  # the default: a loop retires at once

@@ -26,14 +26,17 @@ import structlog
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from inturn.kafka import make_consumer
-from inturn.schemas import TERMINAL_EVENTS, EventType
+from inturn.schemas import EventType
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.partition import Partition
 
 log = structlog.get_logger("inturn.worker.ends")
 
-#: The events whose offset a room's cursor moves to (a skipped duplicate leaves the cursor where it was).
-CURSOR_EVENTS = frozenset(TERMINAL_EVENTS - {EventType.SKIPPED_DUPLICATE})
+#: The events that say every message of their room up to their offset is done: a room's messages end in room order,
+#: one after the other, with these. Not a dead letter: an undecodable record is dead-lettered at intake, under the
+#: room its key names, while that room's earlier messages may still be waiting (a dead letter of a room's own turn
+#: left last in the look-back may be tried once more, in order). Not a skip, which leaves a cursor where it was.
+CURSOR_EVENTS = frozenset({EventType.ACKED, EventType.ACK_TIMEOUT, EventType.SENT})
 #: How long one read-back may take before it is given up and tried again, and the pause before that.
 READ_TIMEOUT_S = 30.0
 RETRY_S = 1.0

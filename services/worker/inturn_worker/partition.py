@@ -441,10 +441,12 @@ class Partition:
         recent = self._recent.get(room_id)
         return recent is not None and holds_digest(recent, message_digest(message_id))
 
-    def skipped(self, offset: int) -> None:
-        """A message at or below its room's cursor (already done) or undecodable: its offset is done, the
-        cursor stays (moving it back would send again what follows)."""
-        if not self._fenced:
+    def skipped(self, offset: int, room_id: str | None = None, message_id: str = "") -> None:
+        """A message already done, or undecodable (no room): its offset is done. Above the room's cursor in PostgreSQL
+        (found ended on Kafka, ``ends_read``) the cursor moves up to it, so the store learns it too; never back."""
+        if room_id is not None and offset > self._cursors.get(room_id, offset):
+            self.finished(room_id, offset, message_id, EventType.SKIPPED_DUPLICATE, sent=False)
+        elif not self._fenced:
             self._offsets.terminal(offset)
 
     def pending(self) -> tuple[list[CursorUpdate], int]:
@@ -502,10 +504,6 @@ class Partition:
         """The group takes the partition away: no new send from now on."""
         self._revoked = True
         self._lease.wake()
-
-    def renew(self) -> None:
-        """A fresh lease from now (tests, and nothing else: the worker renews only through ``durable``)."""
-        self._lease.renew(time.monotonic())
 
     def acks_caught_up(self) -> None:
         """The acks reader has read this partition's acks up to the assignment."""

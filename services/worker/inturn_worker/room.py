@@ -419,7 +419,7 @@ class Delivery:
                 platform=entry.platform,
             )
         if type_ is EventType.SKIPPED_DUPLICATE:
-            part.skipped(entry.offset)
+            part.skipped(entry.offset, room.room_id, entry.message_id)
         else:
             part.finished(room.room_id, entry.offset, entry.message_id, type_, type_ is not EventType.DEAD_LETTERED)
 
