@@ -12,6 +12,7 @@ import asyncio
 import time
 
 import pytest
+import structlog
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from structlog.testing import capture_logs
@@ -21,6 +22,7 @@ from inturn.schemas import EventType, Message, encode, now_ms
 from inturn.settings import KafkaSettings
 from inturn.settings.worker import WorkerSettings
 from inturn_devtools.waiting import eventually
+from inturn_worker import ends
 from inturn_worker.acks import AckRouter
 from inturn_worker.ends import EndsReader
 from inturn_worker.events import EventLog
@@ -84,6 +86,14 @@ class _NoAcks:
         pass
 
 
+@pytest.fixture
+def fresh_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ends reader's logger, not yet used: structlog caches a logger at its first use (``inturn.logs``), and one
+    cached before ``capture_logs`` (an in-process worker of an earlier test) would log past it."""
+    monkeypatch.setattr(ends, "log", structlog.get_logger("inturn.worker.ends"))
+
+
+@pytest.mark.usefixtures("fresh_log")
 async def test_the_ends_reader_takes_each_rooms_newest_terminal_offset_of_its_partition_from_the_look_back(
     inturn_topics: KafkaSettings,
 ) -> None:
@@ -143,6 +153,7 @@ async def test_a_partition_waiting_for_its_ends_is_not_admitted_and_a_partition_
     assert waiting.admitted()
 
 
+@pytest.mark.usefixtures("fresh_log")
 async def test_a_kafka_error_delays_the_read_back_and_never_admits_the_partition_without_it(
     inturn_topics: KafkaSettings, kafka_admin: AdminClient
 ) -> None:
