@@ -19,9 +19,18 @@ from inturn.kafka import make_admin, make_producer
 from inturn.settings import KafkaSettings
 
 
-def fresh_topics(bootstrap: str, name: str, partitions: int) -> KafkaSettings:
-    """A benchmark's own four topics ``<name>.*`` of ``partitions`` partitions, created."""
-    settings = KafkaSettings(kafka_bootstrap=bootstrap, topic_partitions=partitions, **topics.prefixed(name))
+def fresh_topics(
+    bootstrap: str, name: str, partitions: int, events_partitions: int = 0, statuses_partitions: int = 0
+) -> KafkaSettings:
+    """A benchmark's own topics ``<name>.*`` of ``partitions`` partitions, created; the events and statuses topics
+    of their own counts where given (0: ``partitions``)."""
+    settings = KafkaSettings(
+        kafka_bootstrap=bootstrap,
+        topic_partitions=partitions,
+        topic_events_partitions=events_partitions,
+        topic_statuses_partitions=statuses_partitions,
+        **topics.prefixed(name),
+    )
     topics.create(make_admin(settings), settings)
     return settings
 

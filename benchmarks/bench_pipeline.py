@@ -105,6 +105,9 @@ class Variant:
     #: Settled statuses off the acks topic (``INTURN_WEBHOOK_STATUSES_SPLIT``): off unless the variant is about it,
     #: so that each other candidate is measured alone against the baseline.
     statuses_split: bool = False
+    #: Partitions of the events or statuses topic (by role) where not ``partitions``: nothing reads them by room
+    #: partition but a new owner's ends read (events partition = messages partition modulo the events count).
+    fewer: dict[str, int] = field(default_factory=dict)
 
     def webhook_env(self) -> dict[str, str]:
         """The webhook's settings of this variant, the split spelled out."""
@@ -115,7 +118,7 @@ class Variant:
 BASELINE = Variant(
     "baseline",
     12,
-    {"INTURN_KAFKA_COMPRESSION": "lz4"},
+    {"INTURN_KAFKA_COMPRESSION": "lz4", "INTURN_KAFKA_LINGER_MS": "5"},
     {
         "INTURN_WORKER_FETCH_WAIT_MAX_MS": "500",
         "INTURN_WORKER_FETCH_MIN_BYTES": "1",
@@ -124,14 +127,25 @@ BASELINE = Variant(
     },
     {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "10"},
 )
+#: Fuller fetches of the messages consumer: at most every 100 ms, or 256 KiB.
+MSG_FETCH = {"INTURN_WORKER_FETCH_WAIT_MAX_MS": "100", "INTURN_WORKER_FETCH_MIN_BYTES": "262144"}
+#: The acks reader's fetch held up to 10 ms for 64 KiB: at most 100 fetches a second, whatever the webhook's rate.
+ACKS_FETCH10 = {"INTURN_WORKER_ACKS_FETCH_WAIT_MAX_MS": "10", "INTURN_WORKER_ACKS_FETCH_MIN_BYTES": "65536"}
+#: The message producers' (bridge, SDK) linger of 25 ms, and the webhook's of 20 ms.
+LINGER25 = {"INTURN_KAFKA_LINGER_MS": "25"}
+WEBHOOK_LINGER20 = {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "20"}
 #: Today's defaults (nothing set but what the defaults are).
 DEFAULTS = Variant("defaults", 12, statuses_split=True)
+#: Today's defaults on topics sized for the rate (docs/operations.md, Sizing): 4 partitions of messages and acks, one
+#: of events and of statuses (``INTURN_TOPIC_EVENTS_PARTITIONS``, ``INTURN_TOPIC_STATUSES_PARTITIONS``).
+SIZED = Variant("sized", 4, statuses_split=True, fewer={"events": 1, "statuses": 1})
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         BASELINE,
         DEFAULTS,
+        SIZED,
         Variant(
             "fetch",
             12,
@@ -167,6 +181,28 @@ VARIANTS: dict[str, Variant] = {
             4,
             {},
             {"INTURN_WORKER_FETCH_WAIT_MAX_MS": "100", "INTURN_WORKER_FETCH_MIN_BYTES": "262144"},
+        ),
+        Variant("p4acks10", 4, {}, {**MSG_FETCH, **ACKS_FETCH10}),
+        Variant("p4acks10ev1", 4, {}, {**MSG_FETCH, **ACKS_FETCH10}, fewer={"events": 1}),
+        Variant(
+            "p4acks10ev1statuses",
+            4,
+            {},
+            {**MSG_FETCH, **ACKS_FETCH10},
+            statuses_split=True,
+            fewer={"events": 1, "statuses": 1},
+        ),
+        Variant("p4ev1", 4, {}, MSG_FETCH, fewer={"events": 1}),
+        Variant("p4ev1linger25", 4, LINGER25, MSG_FETCH, fewer={"events": 1}),
+        Variant("p4ev1linger25wh20", 4, LINGER25, MSG_FETCH, WEBHOOK_LINGER20, fewer={"events": 1}),
+        Variant(
+            "p4ev1linger25wh20statuses",
+            4,
+            LINGER25,
+            MSG_FETCH,
+            WEBHOOK_LINGER20,
+            statuses_split=True,
+            fewer={"events": 1, "statuses": 1},
         ),
         Variant(
             "p4msgfetchnone",
@@ -271,6 +307,10 @@ def counter_delta(before: dict[tuple[str, str], int], after: dict[tuple[str, str
     return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
 
 
+#: RequestMetrics names that count again, by the fetcher's kind, what ``Fetch`` already counts.
+FETCH_SUBTYPES = frozenset({"FetchConsumer", "FetchFollower"})
+
+
 def per_message(delta: dict[tuple[str, str], int], topics: dict[str, str], delivered: int) -> dict[str, Any]:
     """Records, produce and fetch requests per delivered message on each topic, and requests by type."""
     out: dict[str, Any] = {"topics": {}, "requests": {}}
@@ -285,7 +325,9 @@ def per_message(delta: dict[tuple[str, str], int], topics: dict[str, str], deliv
     for (kind, name), count in sorted(delta.items()):
         if kind == "requests":
             out["requests"][name] = round(count / delivered, 3)
-    out["requests_total"] = round(sum(out["requests"].values()), 3)
+    # The broker's RequestMetrics mark a consumer's (or a follower's) fetch under ``Fetch`` and again under
+    # ``FetchConsumer`` (``FetchFollower``): counted once.
+    out["requests_total"] = round(sum(v for k, v in out["requests"].items() if k not in FETCH_SUBTYPES), 3)
     return out
 
 
@@ -294,7 +336,17 @@ def measure(
 ) -> dict[str, Any]:
     """One variant: idle CPU, then CPU, broker counters and latencies over the window at ``plan.rate``."""
     name = f"pipe-{tag}"
-    settings = fresh_topics(kafka.bootstrap, name, variant.partitions)
+    settings = fresh_topics(
+        kafka.bootstrap,
+        name,
+        variant.partitions,
+        variant.fewer.get("events", 0),
+        variant.fewer.get("statuses", 0),
+    )
+    # The messages come from a producer with the bridge's settings: the variant's, where it sets them.
+    linger = int(variant.common.get("INTURN_KAFKA_LINGER_MS", settings.kafka_linger_ms))
+    compression = variant.common.get("INTURN_KAFKA_COMPRESSION", settings.kafka_compression)
+    feed_settings = settings.model_copy(update={"kafka_linger_ms": linger, "kafka_compression": compression})
     workdir = Path(tempfile.mkdtemp(prefix=f"inturn-bench-{name}-"))
     line = Pipeline(
         settings,
@@ -332,7 +384,7 @@ def measure(
         def feed() -> None:
             try:
                 seconds = plan.warmup_s + plan.window_s
-                produced.update(produce_paced(settings, plan.rooms, plan.rate, seconds, name, ACCOUNTS))
+                produced.update(produce_paced(feed_settings, plan.rooms, plan.rate, seconds, name, ACCOUNTS))
             except BaseException as exc:  # noqa: BLE001 - handed to the measuring thread, which raises it
                 failure.append(exc)
 
@@ -687,13 +739,13 @@ def _describe(v: Variant) -> dict[str, Any]:
     return {"partitions": v.partitions, "common": v.common, "worker": v.worker, "webhook": v.webhook_env()}
 
 
-#: What ``make bench`` runs against the baseline: settled statuses off the acks topic alone; the best pair of the
-#: candidates of issue 42 that measured below the baseline's broker CPU on a loaded box (four partitions and fuller
-#: fetches of the messages consumer); and both together. The others (``partitions4``, ``msgfetch``,
-#: ``p4msgfetchnone``, ...) stay in ``VARIANTS`` for ``--variants``: each costs a minute and a half of a quiet box.
-RUN_VARIANTS = ["statuses", "p4msgfetch", "p4msgfetchstatuses"]
+#: What ``make bench`` runs against the baseline: the earlier best pair (four partitions, fuller fetches of the
+#: messages consumer); that with one events partition and the message producers' 25 ms linger; and today's defaults
+#: on topics sized for the rate (``sized``: these and the webhook's 20 ms linger, settled statuses on a topic of their
+#: own). The others stay in ``VARIANTS`` for ``--variants``: each costs a minute and a half of a quiet box.
+RUN_VARIANTS = ["p4msgfetch", "p4ev1linger25", "sized"]
 #: What the second run, at the box's sustainable rate, measures against the baseline.
-SUSTAINABLE_VARIANTS = ["statuses", "p4msgfetchstatuses"]
+SUSTAINABLE_VARIANTS = ["sized"]
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -713,12 +765,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float)
     parser.add_argument("--quick", action="store_true", help="a smaller plan; no sustainable-rate search")
     parser.add_argument("--no-bridge", action="store_true", help="leave out the bridge's stage")
+    parser.add_argument("--no-sustainable", action="store_true", help="leave out the sustainable-rate run")
     parser.add_argument("--out", type=Path, default=Path("var/bench/pipeline-dev.json"))
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.rate or args.window:
         plan = Plan(args.rate or plan.rate, plan.rooms, plan.idle_s, plan.warmup_s, args.window or plan.window_s)
-    result = bench(plan, args.variants, args.repeats, sustainable=not args.quick, bridge=not args.no_bridge)
+    sustainable = not (args.quick or args.no_sustainable)
+    result = bench(plan, args.variants, args.repeats, sustainable=sustainable, bridge=not args.no_bridge)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -97,7 +97,7 @@ def producer_config(settings: KafkaSettings, **overrides: Any) -> dict[str, Any]
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": PARTITIONER,
-        "linger.ms": 5,
+        "linger.ms": settings.kafka_linger_ms,
         "compression.type": settings.kafka_compression,
     }
     config.update(overrides)

@@ -104,16 +104,27 @@ def durability_config(replication: int) -> dict[str, str]:
 ACKS_CONFIG = {"message.timestamp.type": "LogAppendTime"}
 
 
+def partition_counts(settings: KafkaSettings) -> dict[str, int]:
+    """Each of inturn's topics by name with the partitions it is created with: messages, acks and dead letters
+    ``topic_partitions``; events and statuses their own count where one is set (0: the same)."""
+    counts = dict.fromkeys(topic_names(settings), settings.topic_partitions)
+    counts[settings.topic_events] = settings.topic_events_partitions or settings.topic_partitions
+    counts[settings.topic_statuses] = settings.topic_statuses_partitions or settings.topic_partitions
+    return counts
+
+
 def create(admin: AdminClient, settings: KafkaSettings, timeout: float = 30.0) -> list[str]:
     """Create whichever of inturn's topics are missing, with ``durability_config``; returns the names created.
+    The events and statuses topics may have fewer partitions than messages and acks (``partition_counts``).
     Idempotent: an existing topic is left as it is (``findings`` says what is wrong with it)."""
     layout = describe(admin, settings, timeout=min(timeout, 10.0))
     existing = dict(zip(topic_names(settings), _counts(layout), strict=True))
     config = {"retention.ms": str(settings.topic_retention_ms), **durability_config(settings.topic_replication)}
+    counts = partition_counts(settings)
     new = [
         NewTopic(
             name,
-            num_partitions=settings.topic_partitions,
+            num_partitions=counts[name],
             replication_factor=settings.topic_replication,
             config={**config, **ACKS_CONFIG} if name in (settings.topic_acks, settings.topic_statuses) else config,
         )

@@ -65,6 +65,15 @@ def test_counters_per_delivered_message_count_from_the_windows_start() -> None:
     assert figures["requests_total"] == 0.2
 
 
+def test_a_consumers_fetch_counts_once_in_the_requests_total() -> None:
+    # The broker marks a consumer's fetch under Fetch and again under FetchConsumer (a follower's: FetchFollower).
+    delta = {("requests", "Fetch"): 300, ("requests", "FetchConsumer"): 250, ("requests", "FetchFollower"): 50}
+    delta[("requests", "Produce")] = 400
+    figures = bench_pipeline.per_message(delta, {}, 100)
+    assert figures["requests"] == {"Fetch": 3.0, "FetchConsumer": 2.5, "FetchFollower": 0.5, "Produce": 4.0}
+    assert figures["requests_total"] == 7.0
+
+
 def _run(
     broker: float, worker: float, webhook: float, turn_p99: float, ack_p99: float, jit: float = 0.0
 ) -> dict[str, Any]:

@@ -159,6 +159,15 @@ class KafkaSettings(InturnSettings):
     kafka_compression: Literal["none", "lz4", "zstd", "snappy", "gzip"] = Field(
         "lz4", description="compression.type of inturn's producers (the broker keeps each batch as produced)."
     )
+    kafka_linger_ms: int = Field(
+        25,
+        ge=0,
+        le=1000,
+        description="linger.ms of inturn's message producers (the bridge, the SDK's MessageProducer, `inturn produce`, "
+        "dead-letter replays): the most a message waits for others to share its produce request. librdkafka sends "
+        "one produce request per partition, and the broker's cost is mostly per request (docs/operations.md, "
+        "Sizing). The webhook's and the worker's producers have their own.",
+    )
     topic_messages: str = Field("inturn.messages", description="Topic of outbound messages, key = room_id.")
     topic_acks: str = Field("inturn.acks", description="Topic of platform acks, key = room_id.")
     topic_events: str = Field("inturn.events", description="Topic of delivery events (every outcome).")
@@ -171,6 +180,20 @@ class KafkaSettings(InturnSettings):
     )
     topic_partitions: int = Field(
         12, ge=1, description="Partitions of messages and acks (they must be equal) when inturn creates them."
+    )
+    topic_events_partitions: int = Field(
+        0,
+        ge=0,
+        description="Partitions of the events topic when inturn creates it (0: as INTURN_TOPIC_PARTITIONS). Fewer "
+        "mean fewer produce requests at low rates; a new owner of a messages partition reads the events partition "
+        "it maps to (its number modulo this count) over the acks look-back before its first send "
+        "(docs/operations.md, Sizing).",
+    )
+    topic_statuses_partitions: int = Field(
+        0,
+        ge=0,
+        description="Partitions of the statuses topic when inturn creates it (0: as INTURN_TOPIC_PARTITIONS); only "
+        "the nightly report reads it.",
     )
     topic_replication: int = Field(1, ge=1, description="Replication factor when inturn creates topics.")
     topic_retention_ms: int = Field(

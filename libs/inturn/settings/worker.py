@@ -188,14 +188,14 @@ class WorkerSettings(PlatformSettings, PostgresSettings):
     worker_poll_batch: int = Field(500, ge=1, description="Records taken per consume call.")
     worker_session_timeout_ms: int = Field(15_000, ge=1000, description="Consumer group session timeout.")
     worker_fetch_wait_max_ms: int = Field(
-        500,
+        100,
         ge=0,
         le=300_000,
         description="librdkafka fetch.wait.max.ms of the messages consumer: the longest the broker holds a fetch "
         "while less than the fetch's minimum bytes have arrived (the most it adds to a message's wait).",
     )
     worker_fetch_min_bytes: int = Field(
-        1,
+        262_144,
         ge=1,
         le=100_000_000,
         description="librdkafka fetch.min.bytes of the messages consumer: bytes a fetch waits for (up to its "
