@@ -135,10 +135,14 @@ ACKS_FETCH10 = {"INTURN_WORKER_ACKS_FETCH_WAIT_MAX_MS": "10", "INTURN_WORKER_ACK
 LINGER25 = {"INTURN_KAFKA_LINGER_MS": "25"}
 WEBHOOK_LINGER20 = {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "20"}
 #: Today's defaults (nothing set but what the defaults are).
-DEFAULTS = Variant("defaults", 12, statuses_split=True)
+DEFAULTS = Variant("defaults", 12)
 #: Today's defaults on topics sized for the rate (docs/operations.md, Sizing): 4 partitions of messages and acks, one
-#: of events and of statuses (``INTURN_TOPIC_EVENTS_PARTITIONS``, ``INTURN_TOPIC_STATUSES_PARTITIONS``).
-SIZED = Variant("sized", 4, statuses_split=True, fewer={"events": 1, "statuses": 1})
+#: of events (``INTURN_TOPIC_EVENTS_PARTITIONS``).
+SIZED = Variant("sized", 4, fewer={"events": 1})
+#: That with settled statuses off the acks topic, on a statuses topic of one partition.
+SIZED_SPLIT = Variant("sizedsplit", 4, statuses_split=True, fewer={"events": 1, "statuses": 1})
+#: Today's defaults on four partitions of every topic.
+P4 = Variant("p4", 4)
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
@@ -146,6 +150,8 @@ VARIANTS: dict[str, Variant] = {
         BASELINE,
         DEFAULTS,
         SIZED,
+        SIZED_SPLIT,
+        P4,
         Variant(
             "fetch",
             12,
@@ -667,11 +673,13 @@ def bench(
     *,
     sustainable: bool = True,
     sustainable_names: list[str] | None = None,
+    sustainable_repeats: int | None = None,
     bridge: bool = True,
 ) -> dict[str, Any]:
     """Every variant of ``names`` (the baseline first in each round), ``repeats`` rounds at the plan's rate; then,
     with ``sustainable``, those of ``sustainable_names`` (default: the same) at the box's sustainable rate (searched
-    first); with ``bridge``, the bridge's stage at the plan's rate."""
+    first), ``sustainable_repeats`` rounds (default: ``repeats``); with ``bridge``, the bridge's stage at the plan's
+    rate."""
     names = ["baseline", *(n for n in names if n != "baseline")]
     at_sustainable = ["baseline", *(n for n in (sustainable_names or names) if n != "baseline")]
     started = time.time()
@@ -699,7 +707,8 @@ def bench(
                 out["sustainable"] = search
                 if search["rate"] is not None:
                     at = Plan(search["rate"], plan.rooms, plan.idle_s, plan.warmup_s, plan.window_s)
-                    search["rounds"] = rounds_at(kafka, pg, metrics, at, at_sustainable, repeats, f"s{int(started)}")
+                    again = repeats if sustainable_repeats is None else sustainable_repeats
+                    search["rounds"] = rounds_at(kafka, pg, metrics, at, at_sustainable, again, f"s{int(started)}")
             if bridge:
                 print("-- bridge stage", flush=True)
                 try:
@@ -739,12 +748,14 @@ def _describe(v: Variant) -> dict[str, Any]:
     return {"partitions": v.partitions, "common": v.common, "worker": v.worker, "webhook": v.webhook_env()}
 
 
-#: What ``make bench`` runs against the baseline: the earlier best pair (four partitions, fuller fetches of the
-#: messages consumer); that with one events partition and the message producers' 25 ms linger; and today's defaults
-#: on topics sized for the rate (``sized``: these and the webhook's 20 ms linger, settled statuses on a topic of their
-#: own). The others stay in ``VARIANTS`` for ``--variants``: each costs a minute and a half of a quiet box.
-RUN_VARIANTS = ["p4msgfetch", "p4ev1linger25", "sized"]
-#: What the second run, at the box's sustainable rate, measures against the baseline.
+#: What ``make bench`` runs against the baseline: today's defaults on four partitions of every topic (``p4``), on
+#: topics sized for the rate (``sized``: 4 partitions of messages and acks, one of events), and that with settled
+#: statuses split off the acks topic (``sizedsplit``, off by default). The others stay in ``VARIANTS`` for
+#: ``--variants`` (each sets its settings beside today's defaults): each costs a minute and a half of a quiet box.
+RUN_VARIANTS = ["p4", "sized", "sizedsplit"]
+#: Rounds of every variant at the stated rate (their spread is the noise a ratio is read against).
+RUN_REPEATS = 2
+#: What the second run, at the box's sustainable rate, measures against the baseline (one round).
 SUSTAINABLE_VARIANTS = ["sized"]
 
 
@@ -753,7 +764,7 @@ def run(quick: bool) -> dict[str, Any]:
     (quick: a smaller plan, no sustainable-rate search)."""
     if quick:
         return bench(QUICK, RUN_VARIANTS, 1, sustainable=False)
-    return bench(FULL, RUN_VARIANTS, 1, sustainable_names=SUSTAINABLE_VARIANTS)
+    return bench(FULL, RUN_VARIANTS, RUN_REPEATS, sustainable_names=SUSTAINABLE_VARIANTS, sustainable_repeats=1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,8 +54,20 @@ async def run(messages: int, statuses_per_message: int, post: bool = True) -> di
     settings = WorkerSettings()
     adapter = WhatsAppAdapter(settings, settings.worker_pool_size, settings.worker_send_timeout_ms / 1000)
     group = f"floor-{uuid.uuid4().hex[:8]}"
-    intake = make_consumer(settings, group)
-    acks = make_consumer(settings, f"{group}.acks")
+    # The worker's fetch settings on both consumers (its intake's and its acks reader's).
+    intake = make_consumer(
+        settings,
+        group,
+        **{"fetch.wait.max.ms": settings.worker_fetch_wait_max_ms, "fetch.min.bytes": settings.worker_fetch_min_bytes},
+    )
+    acks = make_consumer(
+        settings,
+        f"{group}.acks",
+        **{
+            "fetch.wait.max.ms": settings.worker_acks_fetch_wait_max_ms,
+            "fetch.min.bytes": settings.worker_acks_fetch_min_bytes,
+        },
+    )
     topic = settings.topic_messages
     partitions = len(intake.list_topics(topic, timeout=10).topics[topic].partitions)  # as the worker's layout check
     intake.assign(_from_start(settings.topic_messages, partitions))

@@ -216,19 +216,26 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
             rows,
         )
     out += pipeline_reading(p)
-    base = next((r["baseline"] for r in p.get("rounds") or [] if "error" not in r.get("baseline", {"error": 1})), None)
-    if base is not None:
+    sized, which = sizing_source(p)
+    if sized is not None:
         out += [
-            f"Sizing reckoned from the baseline's figures (today's defaults; each process at "
-            f"{figure(SIZING_UTILIZATION)} of a core, partitions twice the workers; docs/operations.md):",
+            f"Sizing reckoned from the {which} figures at {figure(sized.get('rate_msgs_per_s'))} msg/s (each process "
+            f"at {figure(SIZING_UTILIZATION)} of a core, partitions twice the workers, events and statuses "
+            f"partitions as few as keep a new owner's ends read within {figure(SIZING_ENDS_READ_RECORDS)} records; "
+            "docs/operations.md):",
             "",
         ]
+        keys = ("broker_cores", "workers", "webhooks", "partitions", "events_partitions")
         out += table(
-            ["delivered msg/s", "broker cores", "worker replicas", "webhook replicas", "partitions"],
             [
-                [figure(row["rate"]), *(figure(row[k]) for k in ("broker_cores", "workers", "webhooks", "partitions"))]
-                for row in sizing(base)
+                "delivered msg/s",
+                "broker cores",
+                "worker replicas",
+                "webhook replicas",
+                "partitions (messages = acks)",
+                "events and statuses partitions",
             ],
+            [[figure(row["rate"]), *(figure(row[k]) for k in keys)] for row in sizing(sized)],
         )
     return out
 
@@ -310,25 +317,44 @@ def pipeline_reading(p: Mapping[str, Any]) -> list[str]:
 #: core saturates, docs_figures.CPU_BOUND) and a replica lost leaves room for its load.
 SIZING_UTILIZATION = 0.5
 SIZING_RATES = (1_000, 10_000, 50_000)
+#: Event records a new owner's ends read may meet in its events partition over the acks look-back
+#: (``SIZING_LOOK_BACK_S``): about 2 s of reading (38,413 records took 1.5 s in the fault matrix's kill -9 row).
+SIZING_ENDS_READ_RECORDS = 50_000
+SIZING_LOOK_BACK_S = 60
+
+
+def sizing_source(p: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str]:
+    """The run the sizing is reckoned from, and how to name it: the first round's ``sized`` variant (today's
+    defaults on topics sized for the rate) where it ran, else the baseline's."""
+    for name, label in (("sized", "`sized` variant's (today's defaults)"), ("baseline", "baseline's")):
+        for r in p.get("rounds") or []:
+            run = r.get(name)
+            if run is not None and "error" not in run:
+                return run, label
+    return None, ""
 
 
 def sizing(run: Mapping[str, Any], rates: tuple[int, ...] = SIZING_RATES) -> list[dict[str, Any]]:
     """Broker cores, worker and webhook replicas and partitions for each delivered-message rate, reckoned from one
     variant's CPU per delivered message: each process at ``SIZING_UTILIZATION`` of a core; the idle cost is inside
     the per-message figure at the measured rate, so it is counted (generously) at every rate. Partitions: twice
-    the workers (room to scale out without adding partitions), at least 4."""
+    the workers (room to scale out without adding partitions), at least 4; of the events and statuses topics, as
+    few as keep a new owner's ends read within ``SIZING_ENDS_READ_RECORDS``, at least 1, at most the messages'."""
     cpu = run.get("cpu_us_per_message", {})
     rows = []
     for rate in rates:
         cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in MEASURED}
         workers = max(1, math.ceil(cores["worker"] / SIZING_UTILIZATION))
+        partitions = max(4, 2 * workers)
+        events = min(partitions, max(1, math.ceil(rate * SIZING_LOOK_BACK_S / SIZING_ENDS_READ_RECORDS)))
         rows.append(
             {
                 "rate": rate,
                 "broker_cores": math.ceil(cores["broker"] / SIZING_UTILIZATION),
                 "workers": workers,
                 "webhooks": max(1, math.ceil(cores["webhook"] / SIZING_UTILIZATION)),
-                "partitions": max(4, 2 * workers),
+                "partitions": partitions,
+                "events_partitions": events,
             }
         )
     return rows

@@ -74,6 +74,41 @@ def test_a_consumers_fetch_counts_once_in_the_requests_total() -> None:
     assert figures["requests_total"] == 7.0
 
 
+def test_sizing_reckons_each_process_at_half_a_core_and_the_events_partitions_from_the_ends_read() -> None:
+    run = {"cpu_us_per_message": {"broker": 700.0, "worker": 800.0, "webhook": 1200.0}}
+    rows = pipeline_figures.sizing(run, (1_000, 10_000, 50_000))
+    # 1,000 msg/s: broker 0.7 cores -> 2 at half a core; worker 0.8 -> 2 replicas; webhook 1.2 -> 3; partitions
+    # 2 x 2 = 4; events: 1,000 x 60 s = 60,000 records -> 2 partitions of at most 50,000.
+    assert rows[0] == {
+        "rate": 1_000,
+        "broker_cores": 2,
+        "workers": 2,
+        "webhooks": 3,
+        "partitions": 4,
+        "events_partitions": 2,
+    }
+    # 10,000: 7 -> 14, 8 -> 16, 12 -> 24; 32 partitions; events 600,000 / 50,000 = 12.
+    assert rows[1] == {
+        "rate": 10_000,
+        "broker_cores": 14,
+        "workers": 16,
+        "webhooks": 24,
+        "partitions": 32,
+        "events_partitions": 12,
+    }
+    # 50,000: events 3,000,000 / 50,000 = 60, within the 160 messages partitions.
+    assert rows[2]["events_partitions"] == 60
+    assert rows[2]["partitions"] == 160
+
+
+def test_sizing_is_reckoned_from_the_sized_variant_where_it_ran() -> None:
+    base = {"cpu_us_per_message": {"broker": 1.0}, "rate_msgs_per_s": 300}
+    sized = {"cpu_us_per_message": {"broker": 2.0}, "rate_msgs_per_s": 300}
+    assert pipeline_figures.sizing_source({"rounds": [{"baseline": base, "sized": sized}]})[0] is sized
+    assert pipeline_figures.sizing_source({"rounds": [{"baseline": base, "sized": {"error": "x"}}]})[0] is base
+    assert pipeline_figures.sizing_source({"rounds": []}) == (None, "")
+
+
 def _run(
     broker: float, worker: float, webhook: float, turn_p99: float, ack_p99: float, jit: float = 0.0
 ) -> dict[str, Any]:

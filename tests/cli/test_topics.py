@@ -63,6 +63,24 @@ def test_created_topics_carry_min_insync_replicas_and_no_unclean_election(
 
 
 @pytest.mark.kafka
+def test_events_and_statuses_may_be_created_with_fewer_partitions(
+    cli_env: KafkaSettings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("INTURN_TOPIC_EVENTS_PARTITIONS", "1")
+    monkeypatch.setenv("INTURN_TOPIC_STATUSES_PARTITIONS", "2")
+    assert main(["topics", "create", "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert [(t["role"], t["partitions"]) for t in created["topics"]] == [
+        ("messages", 4),
+        ("acks", 4),
+        ("events", 1),
+        ("dlq", 4),
+        ("statuses", 2),
+    ]
+    assert created["problems"] == []  # only messages and acks must be equal
+
+
+@pytest.mark.kafka
 def test_check_names_every_setting_that_could_lose_an_acknowledged_write(
     cli_env: KafkaSettings,
     kafka_admin: AdminClient,

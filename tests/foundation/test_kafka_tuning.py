@@ -21,6 +21,16 @@ def test_producers_compress_as_the_setting_says() -> None:
         KafkaSettings(kafka_compression="brotli")
 
 
+def test_message_producers_linger_as_the_setting_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert producer_config(KafkaSettings(kafka_linger_ms=40))["linger.ms"] == 40
+    monkeypatch.setenv("INTURN_KAFKA_LINGER_MS", "7")
+    assert producer_config(KafkaSettings())["linger.ms"] == 7
+    # A producer of its own (the worker's events, the webhook's acks) still sets its own.
+    assert producer_config(KafkaSettings(), **{"linger.ms": 50})["linger.ms"] == 50
+    with pytest.raises(ValidationError, match="kafka_linger_ms"):
+        KafkaSettings(kafka_linger_ms=-1)
+
+
 def test_the_acks_reader_fetches_as_its_settings_say(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[dict[str, Any]] = []
 
