@@ -338,14 +338,14 @@ def sizing(run: Mapping[str, Any], rates: tuple[int, ...] = SIZING_RATES) -> lis
     """Broker cores, worker and webhook replicas and partitions for each delivered-message rate, reckoned from one
     variant's CPU per delivered message: each process at ``SIZING_UTILIZATION`` of a core; the idle cost is inside
     the per-message figure at the measured rate, so it is counted (generously) at every rate. Partitions: twice
-    the workers (room to scale out without adding partitions), at least 4; of the events and statuses topics, as
+    the workers (room to scale out without adding partitions); of the events and statuses topics, as
     few as keep a new owner's ends read within ``SIZING_ENDS_READ_RECORDS``, at least 1, at most the messages'."""
     cpu = run.get("cpu_us_per_message", {})
     rows = []
     for rate in rates:
         cores = {c: rate * float(cpu.get(c) or 0.0) / 1e6 for c in MEASURED}
         workers = max(1, math.ceil(cores["worker"] / SIZING_UTILIZATION))
-        partitions = max(4, 2 * workers)
+        partitions = 2 * workers
         events = min(partitions, max(1, math.ceil(rate * SIZING_LOOK_BACK_S / SIZING_ENDS_READ_RECORDS)))
         rows.append(
             {

@@ -99,6 +99,9 @@ def test_sizing_reckons_each_process_at_half_a_core_and_the_events_partitions_fr
     # 50,000: events 3,000,000 / 50,000 = 60, within the 160 messages partitions.
     assert rows[2]["events_partitions"] == 60
     assert rows[2]["partitions"] == 160
+    # 300 msg/s: one worker, two partitions; events 18,000 records -> one partition.
+    [low] = pipeline_figures.sizing(run, (300,))
+    assert (low["workers"], low["partitions"], low["events_partitions"]) == (1, 2, 1)
 
 
 def test_sizing_is_reckoned_from_the_sized_variant_where_it_ran() -> None:
