@@ -137,9 +137,10 @@ WEBHOOK_LINGER20 = {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "20"}
 #: Today's defaults (nothing set but what the defaults are).
 DEFAULTS = Variant("defaults", 12)
 #: Today's defaults on topics sized for the rate (docs/operations.md, Sizing): one worker's load, so 2 partitions of
-#: messages and acks (twice the workers), one of events (``INTURN_TOPIC_EVENTS_PARTITIONS``).
+#: messages and acks (twice the workers), one of events (``INTURN_TOPIC_EVENTS_PARTITIONS``); the statuses split off
+#: (measured by ``sizedsplit`` beside it).
 SIZED = Variant("sized", 2, fewer={"events": 1})
-#: That with settled statuses off the acks topic, on a statuses topic of one partition.
+#: That with settled statuses off the acks topic (the default), on a statuses topic of one partition.
 SIZED_SPLIT = Variant("sizedsplit", 2, statuses_split=True, fewer={"events": 1, "statuses": 1})
 #: As ``sized`` on 4 partitions of messages and acks.
 SIZED4 = Variant("sized4", 4, fewer={"events": 1})
@@ -751,8 +752,8 @@ def _describe(v: Variant) -> dict[str, Any]:
     return {"partitions": v.partitions, "common": v.common, "worker": v.worker, "webhook": v.webhook_env()}
 
 
-#: What ``make bench`` runs against the baseline: today's defaults on topics sized for the rate (``sized``: 2
-#: partitions of messages and acks, one of events), that with settled statuses split off the acks topic
+#: What ``make bench`` runs against the baseline: today's defaults on topics sized for the rate, the statuses split
+#: off (``sized``: 2 partitions of messages and acks, one of events), that with the split on as by default
 #: (``sizedsplit``), and ``sized`` on 4 partitions (``sized4``). The others stay in ``VARIANTS`` for ``--variants``
 #: (each sets its settings beside today's defaults): each costs a minute and a half of a quiet box.
 RUN_VARIANTS = ["sized", "sizedsplit", "sized4"]

@@ -195,13 +195,19 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                     f"{name} {tag or '#1'}",
                     *(figure(ratio.get(c), 3) for c in MEASURED),
                     figure(ratio.get("broker_less_jit"), 3),
+                    figure(ratio.get("sim"), 3),
                     figure(delta.get("turn_to_sent_p99_ms")),
                     figure(delta.get("ack_p99_ms")),
                     "yes" if all(vs.get(k) for k in ("broker_at_most_half", *BOUNDS)) else "no",
                 ]
             )
     if rows:
-        out += ["Against the baseline of the same round:", ""]
+        out += [
+            "Against the baseline of the same round. The simulator runs the same code on the same traffic in every "
+            "variant, so its ratio is a control: how far the box alone moved an HTTP process's CPU per message (a "
+            "busier box batches more work per wake-up of an event loop).",
+            "",
+        ]
         out += table(
             [
                 "variant #round",
@@ -209,6 +215,7 @@ def pipeline_section(p: Mapping[str, Any], plots_rel: str) -> list[str]:
                 "worker CPU ratio",
                 "webhook CPU ratio",
                 "broker less JIT ratio",
+                "simulator CPU ratio (control)",
                 "turn→sent p99 Δ ms",
                 "ack p99 Δ ms",
                 "broker ≤ 0.5, Δ p99 ≤ 10 ms, worker and webhook ≤ 1",
@@ -326,7 +333,7 @@ SIZING_LOOK_BACK_S = 60
 def sizing_source(p: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str]:
     """The run the sizing is reckoned from, and how to name it: the first round's ``sized`` variant (today's
     defaults on topics sized for the rate) where it ran, else the baseline's."""
-    for name, label in (("sized", "`sized` variant's (today's defaults)"), ("baseline", "baseline's")):
+    for name, label in (("sized", "`sized` variant's (today's defaults on sized topics)"), ("baseline", "baseline's")):
         for r in p.get("rounds") or []:
             run = r.get(name)
             if run is not None and "error" not in run:

@@ -231,7 +231,7 @@ def test_the_docs_section_shows_the_figures_and_the_verdict() -> None:
     assert "before the first variant the broker served 60 s of the baseline's traffic, not counted" in text
     assert "| defaults #1 | 290 | 250 | 230 | 220 | 50 |" in text
     assert "`INTURN_WORKER_FETCH_MIN_BYTES=1`" in text
-    assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 0.400 | 4 | 4 | yes |" in text
+    assert "| defaults #1 | 0.417 | 0.920 | 0.917 | 0.400 | 1 | 4 | 4 | yes |" in text  # the simulator: 1
     assert "failed: boom" in text
     assert "![CPU per delivered message, stacked](benchmarks/pipeline.svg)" in text
     assert "the bridge **80 µs** of CPU per message" in text

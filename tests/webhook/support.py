@@ -41,8 +41,6 @@ def webhook_settings_for(kafka: KafkaSettings, **overrides: object) -> WebhookSe
         "webhook_kafka_confirm_timeout_ms": 10_000,
         "webhook_room_from_recipient": "wa:{recipient}",
         "webhook_probe_interval_s": 0.2,
-        # These tests were written for the statuses split (docs/webhook.md); the default (off) is tested where named.
-        "webhook_statuses_split": True,
     }
     values.update(overrides)
     return WebhookSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values

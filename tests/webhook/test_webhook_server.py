@@ -82,7 +82,6 @@ def test_the_webhook_refuses_to_start_without_the_statuses_topic_unless_the_spli
     topics.wait_visible(kafka_admin, names)
     for key, value in _env(kafka_settings, free_port()).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("INTURN_WEBHOOK_STATUSES_SPLIT", "true")
     assert main(["webhook"]) == 1
     with pytest.raises(TopicMissingError, match=f"missing topics: {kafka_settings.topic_statuses};"):
         check_topics(webhook_settings_for(kafka_settings))

@@ -62,13 +62,7 @@ class RecordingProducer:
 
 
 def _settings(**overrides: object) -> WebhookSettings:
-    values: dict[str, object] = {
-        "topic_acks": ACKS,
-        "topic_statuses": STATUSES,
-        "topic_dlq": DLQ,
-        "webhook_statuses_split": True,
-        **overrides,
-    }
+    values: dict[str, object] = {"topic_acks": ACKS, "topic_statuses": STATUSES, "topic_dlq": DLQ, **overrides}
     return WebhookSettings(**values)  # type: ignore[arg-type]  # pydantic validates the values
 
 
