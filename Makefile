@@ -73,7 +73,7 @@ docs: setup ## regenerate docs/configuration.md from the settings classes
 # recorded, passed or not; a part of it (PYTEST_ARGS with a tests/ path) leaves the document alone.
 chaos: setup ## the fault matrix (kills, stops, restarts) against real services; the whole of it regenerates docs/reliability.md's table
 	@mkdir -p var/chaos && rm -f var/chaos/rows.jsonl
-	CHAOS_ROWS=var/chaos/rows.jsonl $(BIN)/pytest -m chaos $(PYTEST_ARGS); status=$$?; \
+	status=0; CHAOS_ROWS=var/chaos/rows.jsonl $(BIN)/pytest -m chaos $(PYTEST_ARGS) || status=$$?; \
 	case "$(PYTEST_ARGS)" in \
 	  *tests/*) echo "a part of the matrix: docs/reliability.md left as it is (rows in var/chaos/rows.jsonl)" ;; \
 	  *) $(BIN)/python -m inturn_devtools.chaos_table var/chaos/rows.jsonl docs/reliability.md ;; \
