@@ -127,13 +127,10 @@ BASELINE = Variant(
     },
     {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "10"},
 )
-#: Fuller fetches of the messages consumer: at most every 100 ms, or 256 KiB.
+#: Fuller fetches of the messages consumer: at most every 100 ms, or 256 KiB (today's default).
 MSG_FETCH = {"INTURN_WORKER_FETCH_WAIT_MAX_MS": "100", "INTURN_WORKER_FETCH_MIN_BYTES": "262144"}
 #: The acks reader's fetch held up to 10 ms for 64 KiB: at most 100 fetches a second, whatever the webhook's rate.
 ACKS_FETCH10 = {"INTURN_WORKER_ACKS_FETCH_WAIT_MAX_MS": "10", "INTURN_WORKER_ACKS_FETCH_MIN_BYTES": "65536"}
-#: The message producers' (bridge, SDK) linger of 25 ms, and the webhook's of 20 ms.
-LINGER25 = {"INTURN_KAFKA_LINGER_MS": "25"}
-WEBHOOK_LINGER20 = {"INTURN_WEBHOOK_KAFKA_LINGER_MS": "20"}
 #: Today's defaults (nothing set but what the defaults are).
 DEFAULTS = Variant("defaults", 12)
 #: Today's defaults on topics sized for the rate (docs/operations.md, Sizing): one worker's load, so 2 partitions of
@@ -144,8 +141,6 @@ SIZED = Variant("sized", 2, fewer={"events": 1})
 SIZED_SPLIT = Variant("sizedsplit", 2, statuses_split=True, fewer={"events": 1, "statuses": 1})
 #: As ``sized`` on 4 partitions of messages and acks.
 SIZED4 = Variant("sized4", 4, fewer={"events": 1})
-#: Today's defaults on four partitions of every topic.
-P4 = Variant("p4", 4)
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
@@ -155,7 +150,6 @@ VARIANTS: dict[str, Variant] = {
         SIZED,
         SIZED_SPLIT,
         SIZED4,
-        P4,
         Variant(
             "fetch",
             12,
@@ -193,27 +187,6 @@ VARIANTS: dict[str, Variant] = {
             {"INTURN_WORKER_FETCH_WAIT_MAX_MS": "100", "INTURN_WORKER_FETCH_MIN_BYTES": "262144"},
         ),
         Variant("p4acks10", 4, {}, {**MSG_FETCH, **ACKS_FETCH10}),
-        Variant("p4acks10ev1", 4, {}, {**MSG_FETCH, **ACKS_FETCH10}, fewer={"events": 1}),
-        Variant(
-            "p4acks10ev1statuses",
-            4,
-            {},
-            {**MSG_FETCH, **ACKS_FETCH10},
-            statuses_split=True,
-            fewer={"events": 1, "statuses": 1},
-        ),
-        Variant("p4ev1", 4, {}, MSG_FETCH, fewer={"events": 1}),
-        Variant("p4ev1linger25", 4, LINGER25, MSG_FETCH, fewer={"events": 1}),
-        Variant("p4ev1linger25wh20", 4, LINGER25, MSG_FETCH, WEBHOOK_LINGER20, fewer={"events": 1}),
-        Variant(
-            "p4ev1linger25wh20statuses",
-            4,
-            LINGER25,
-            MSG_FETCH,
-            WEBHOOK_LINGER20,
-            statuses_split=True,
-            fewer={"events": 1, "statuses": 1},
-        ),
         Variant(
             "p4msgfetchnone",
             4,
