@@ -43,7 +43,9 @@ from inturn_devtools.services import MALLOC_ENV
 from inturn_devtools.waiting import wait_until
 
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
-BASELINES = ("aiohttp", "inturn", FLOOR)  # bare_post clients (aiohttp, the adapters' transport) and the floor
+ORDERED_FLOOR = "ordered_floor"  # the floor with each room's next send only after its ack (``--ordered``)
+#: bare_post clients (aiohttp, the adapters' transport), the floor and the ordered floor
+BASELINES = ("aiohttp", "inturn", FLOOR, ORDERED_FLOOR)
 #: The webhook as installed: its statuses split at the default (on), set explicitly so that an
 #: INTURN_WEBHOOK_STATUSES_SPLIT in the bench's own environment cannot give the worker runs and the floor another one.
 STATUSES_SPLIT: bool = WebhookSettings.model_fields["webhook_statuses_split"].default
@@ -170,8 +172,10 @@ def _bare(
         return result
 
 
-def _floor(kafka: LocalKafka, load: Workload) -> dict[str, Any]:
-    """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU."""
+def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False) -> dict[str, Any]:
+    """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU. Then its
+    Kafka part alone; or, ``ordered``, the floor with ordering (on topics of its own: an earlier run's statuses on
+    the acks topic would acknowledge its messages before they were sent)."""
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
@@ -194,6 +198,8 @@ def _floor(kafka: LocalKafka, load: Workload) -> dict[str, Any]:
             # The bare POSTs' field names, so the floor pools and rounds like them.
             return {**result, "requests": result["messages"], "cpu_us_per_request": result["cpu_us_per_message"]}
 
+        if ordered:
+            return floor("--ordered")
         # Then its Kafka part alone, over the same messages and the statuses the first run brought.
         return {**floor(), "kafka_part": floor("--without-post")}
 
@@ -317,8 +323,8 @@ def run(quick: bool) -> dict[str, Any]:
     load = Workload(rooms, per_room, 1024, sim_env, worker_env)
 
     def bare(client: str) -> dict[str, Any]:
-        if client == FLOOR:
-            return _floor(kafka, load)
+        if client in (FLOOR, ORDERED_FLOOR):
+            return _floor(kafka, load, ordered=client == ORDERED_FLOOR)
         return _bare(kafka, rooms * per_room, concurrency, rooms, load.payload_bytes, sim_env, client)
 
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
@@ -332,6 +338,7 @@ def run(quick: bool) -> dict[str, Any]:
                 bares[client].append(bare(client))
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     aiohttp, transport, floor = _pooled(bares["aiohttp"]), _pooled(bares["inturn"]), _pooled(bares[FLOOR])
+    ordered = _pooled(bares[ORDERED_FLOOR])
     kafka_part = _pooled([run["kafka_part"] for run in bares[FLOOR]])
     cpu = _worker_total(scenarios)
     worker_us = cpu["worker_cpu_us_per_message"]
@@ -340,6 +347,10 @@ def run(quick: bool) -> dict[str, Any]:
         "bare_post_transport": transport,
         "floor": floor,
         "cpu_ratio_worker_vs_floor": round(worker_us / floor["cpu_us_per_request"], 3),
+        # What waiting for each ack before the room's next send costs by itself, and the worker beyond that.
+        "ordered_floor": ordered,
+        "cpu_ratio_ordered_floor_vs_floor": round(ordered["cpu_us_per_request"] / floor["cpu_us_per_request"], 3),
+        "cpu_ratio_worker_vs_ordered_floor": round(worker_us / ordered["cpu_us_per_request"], 3),
         "cpu_ratio_floor_vs_bare_post_transport": round(
             floor["cpu_us_per_request"] / transport["cpu_us_per_request"], 3
         ),
@@ -356,6 +367,7 @@ def run(quick: bool) -> dict[str, Any]:
         ),
         "rounds": _rounds(scenarios, bares),
         "target_ratio": 0.76,
+        "target_ratio_floor": 1.3,
         "target_ratio_transport": 1.3,
         "records_per_message": cpu["records_per_message"],
         "target_records_per_message": 1,

@@ -186,10 +186,35 @@ def components(results: Results) -> list[str]:
                     f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
                     f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
                     f"{figure(w.get('cpu_ratio_worker_vs_floor'), 2)}" + _round_ratios(w, "ratio_vs_floor"),
-                    "—",
+                    f"≤ {figure(w.get('target_ratio_floor'))}" if w.get("target_ratio_floor") is not None else "—",
                     source(w),
                 ]
             )
+            if (ordered := w.get("ordered_floor")) is not None:
+                rows.append(
+                    [
+                        "the ordered floor (`floor_worker.py --ordered`: the floor, each room's next send only once "
+                        "its message before was acknowledged; no timeout, cursor, commit, dedup, metrics or logs) vs "
+                        "the floor",
+                        f"{figure(ordered.get('cpu_us_per_request'))} µs/msg"
+                        + _runs(ordered.get("cpu_us_per_request_runs")),
+                        f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
+                        f"{figure(w.get('cpu_ratio_ordered_floor_vs_floor'), 2)}",
+                        "—",
+                        source(w),
+                    ]
+                )
+                rows.append(
+                    [
+                        "worker CPU per delivered message vs the ordered floor",
+                        f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg",
+                        f"{figure(ordered.get('cpu_us_per_request'))} µs/msg",
+                        f"{figure(w.get('cpu_ratio_worker_vs_ordered_floor'), 2)}"
+                        + _round_ratios(w, "ratio_vs_ordered_floor"),
+                        "—",
+                        source(w),
+                    ]
+                )
         if (webhook := dig(w, "worker", "webhook_cpu_us_per_message")) is not None:
             rows.append(
                 [
@@ -362,8 +387,22 @@ def reading(results: Results) -> list[str]:
         lines.append(
             "The floor (decode, render, POST, read its acks-topic statuses, write one event; no ordering) cost "
             f"{floor_ratio:g}x a bare POST through the transport{below}; "
-            f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor" + _earlier(w)
+            f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor"
+            + (
+                f", target ≤ {w['target_ratio_floor']}: "
+                + ("met" if (w.get("cpu_ratio_worker_vs_floor") or 0) <= w["target_ratio_floor"] else "not met")
+                if w.get("target_ratio_floor") is not None
+                else ""
+            )
+            + _earlier(w)
         )
+        if (ordered_ratio := w.get("cpu_ratio_ordered_floor_vs_floor")) is not None:
+            lines.append(
+                "The ordered floor (the floor, each room's next send only once its message before was acknowledged) "
+                f"cost {ordered_ratio:g}x the floor: waiting for each ack is that much of the worker's cost; the "
+                f"worker cost {w.get('cpu_ratio_worker_vs_ordered_floor')}x the ordered floor (its timeouts, cursors, "
+                "commits, dedup, metrics and logs)" + _earlier(w)
+            )
     if w and (least := w.get("cpu_ratio_least_worker_vs_bare_post_transport")) is not None:
         transport_target = w.get("target_ratio_transport")
         verdict = (

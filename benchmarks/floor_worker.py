@@ -14,10 +14,17 @@ reads its statuses (written before by a run with the POST, which it reads again 
 nothing, POSTs nothing and parses no answer (the bare POST counts the body's rendering). What is left is the Kafka
 part of the floor: a worker costs at least the bare POST plus this.
 
-``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE [--without-post]``, run as its own process with a
-worker's environment (``Pipeline.worker_settings_env``) after the messages were produced; prints its own CPU time
-(getrusage of the whole process: every thread, user + system, librdkafka's included) per message as JSON. A send
-answered other than 200 ends it with an error.
+``--ordered`` adds the least that ordering itself costs: each room's messages go one at a time, the next only once
+the room's message before was acknowledged (its status read from the acks topic, matched by the message id the
+webhook puts in a header), and the event is written then. One task per room with messages, a future per message and
+a map from message id to it: no timeout, no retry, no cursor, no commit, no dedup, no metrics, no log context. Against
+the floor without it, it is the price of waiting for each ack before the next send, which no ack-gated worker
+avoids: the worker against it is the price of its bookkeeping and durability.
+
+``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE [--without-post | --ordered]``, run as its own
+process with a worker's environment (``Pipeline.worker_settings_env``) after the messages were produced; prints its own
+CPU time (getrusage of the whole process: every thread, user + system, librdkafka's included) per message as JSON. A
+send answered other than 200 ends it with an error.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections import deque
 from typing import Any
 
 import uvloop
@@ -35,7 +43,7 @@ from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 from inturn.kafka import make_consumer, make_producer
 from inturn.platforms.whatsapp import WhatsAppAdapter
 from inturn.runtime import tune_gc
-from inturn.schemas import ACK_HEADER_STATUS, EventType, decode, now_ms
+from inturn.schemas import ACK_HEADER_MESSAGE_ID, ACK_HEADER_STATUS, EventType, decode, now_ms
 from inturn.schemas import Message as InturnMessage
 from inturn.settings.worker import WorkerSettings
 from inturn_worker.app import EVENTS_PRODUCER
@@ -48,9 +56,10 @@ def _from_start(topic: str, partitions: int) -> list[TopicPartition]:
     return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
 
 
-async def run(messages: int, statuses_per_message: int, post: bool = True) -> dict[str, Any]:
+async def run(messages: int, statuses_per_message: int, post: bool = True, ordered: bool = False) -> dict[str, Any]:
     """Send ``messages`` (already on the messages topic) and read ``statuses_per_message`` statuses of each; without
-    ``post``, write each message's event at once instead of sending it."""
+    ``post``, write each message's event at once instead of sending it; ``ordered``, each room's messages one after
+    the other, each after the one before was acknowledged."""
     settings = WorkerSettings()
     adapter = WhatsAppAdapter(settings, settings.worker_pool_size, settings.worker_send_timeout_ms / 1000)
     group = f"floor-{uuid.uuid4().hex[:8]}"
@@ -81,10 +90,18 @@ async def run(messages: int, statuses_per_message: int, post: bool = True) -> di
     sent = statuses = 0
     expected = messages * statuses_per_message
 
+    # --ordered: each room's messages not yet sent, the rooms whose loop runs, and the acknowledgements awaited (or
+    # read before their send returned) by message id.
+    queues: dict[str, deque[tuple[InturnMessage, int, int]]] = {}
+    loops: dict[str, asyncio.Task[None]] = {}
+    awaited: dict[str, asyncio.Future[None]] = {}
+    early: set[str] = set()
+    failures: list[BaseException] = []  # a room loop's error ends the reading (its statuses would never come)
+
     def written(message: InturnMessage, partition: int, offset: int, sent_at_ms: int, platform_message_id: str) -> None:
         nonlocal sent
         events.emit(
-            EventType.SENT,
+            EventType.ACKED if ordered else EventType.SENT,
             message.room_id,
             message.message_id,
             message.platform,
@@ -102,7 +119,20 @@ async def run(messages: int, statuses_per_message: int, post: bool = True) -> di
             batch: list[Message] = intake.consume(num_messages=500, timeout=0)
             for record in batch:
                 message = decode(InturnMessage, record.value() or b"")
-                if post:
+                if ordered:
+                    room_id = message.room_id
+                    queues.setdefault(room_id, deque()).append((message, record.partition() or 0, record.offset() or 0))
+                    if room_id not in loops:
+                        loops[room_id] = asyncio.create_task(room_loop(room_id))
+                        # A loop that raised ends the reading too: its statuses would never come.
+                        loops[room_id].add_done_callback(
+                            lambda task: (
+                                failures.append(task.exception() or RuntimeError())
+                                if not task.cancelled() and task.exception() is not None
+                                else None
+                            )
+                        )
+                elif post:
                     line.put_nowait((message, record.partition() or 0, record.offset() or 0))
                 else:
                     written(message, record.partition() or 0, record.offset() or 0, now_ms(), message.message_id)
@@ -119,21 +149,56 @@ async def run(messages: int, statuses_per_message: int, post: bool = True) -> di
             result = adapter.result_of(response)
             written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
 
+    async def room_loop(room_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        queue = queues[room_id]
+        try:
+            while queue:  # until the room has nothing buffered (a message consumed later starts another loop)
+                message, partition, offset = queue.popleft()
+                prepared = adapter.prepare(message, partition)
+                response = await adapter.transport.request(prepared.url, prepared.headers, prepared.body)
+                result = adapter.result_of(response) if response.status == 200 else None
+                if result is None:
+                    failures.append(RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}"))
+                    return
+                if message.message_id in early:
+                    early.discard(message.message_id)
+                else:
+                    acked = awaited[message.message_id] = loop.create_future()
+                    await acked
+                written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
+        finally:
+            del loops[room_id]
+
+    def acknowledged(headers: list[tuple[str, bytes]]) -> None:
+        for name, value in headers:
+            if name == ACK_HEADER_MESSAGE_ID:
+                message_id = value.decode()
+                waiter = awaited.pop(message_id, None)
+                if waiter is None:
+                    early.add(message_id)
+                else:
+                    waiter.set_result(None)
+
     async def read_statuses() -> None:
         nonlocal statuses
         while statuses < expected:
+            if failures:
+                raise failures[0]
             batch: list[Message] = acks.consume(num_messages=1000, timeout=0)
             for record in batch:
                 headers = record.headers() or []
                 names = headers.keys() if isinstance(headers, dict) else (name for name, _ in headers)
                 if ACK_HEADER_STATUS in names:
                     statuses += 1
+                    if ordered and isinstance(headers, list):
+                        acknowledged(headers)  # type: ignore[arg-type]  # a consumed record's values are bytes
             events.poll()
             await asyncio.sleep(0 if len(batch) == 1000 else POLL_S)
 
     tune_gc(settings.worker_gc_young_threshold)  # as the worker tunes its collector
     cpu0, t0 = time.process_time(), time.perf_counter()  # process_time: user + system CPU of all threads
-    lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size if post else 0)]
+    lanes = [asyncio.create_task(lane()) for _ in range(settings.worker_pool_size if post and not ordered else 0)]
 
     async def read_all() -> None:
         await asyncio.gather(consume(), read_statuses())
@@ -147,6 +212,8 @@ async def run(messages: int, statuses_per_message: int, post: bool = True) -> di
             task.result()
         raise TimeoutError(f"not every status read in 600 s ({statuses} of {expected}, {sent} sent)")
     reading.result()
+    while loops:  # --ordered: the last acknowledged messages' events
+        await asyncio.wait(list(loops.values()))
     confirmed = await events.confirm(wait_s=30)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     for task in lanes:
@@ -172,8 +239,9 @@ def main() -> None:
     parser.add_argument("messages", type=int)
     parser.add_argument("statuses_per_message", type=int)
     parser.add_argument("--without-post", action="store_true", help="the Kafka part only: no rendering, no POST")
+    parser.add_argument("--ordered", action="store_true", help="each room's next send only after its ack")
     a = parser.parse_args()
-    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message, post=not a.without_post))))
+    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message, post=not a.without_post, ordered=a.ordered))))
 
 
 if __name__ == "__main__":

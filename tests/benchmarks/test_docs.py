@@ -300,6 +300,44 @@ def test_the_worker_is_set_against_its_floor_and_the_floor_against_the_transport
     assert "above the transport target" not in " ".join(docs_figures.reading(results))
 
 
+def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its_own_bookkeeping() -> None:
+    """The ordered floor has a row against the floor and the worker one against it; the worker-vs-floor row states
+    its target, and the reading judges it."""
+    worker = {
+        "bare_post": {"cpu_us_per_request": 200.0},
+        "bare_post_transport": {"cpu_us_per_request": 40.0},
+        "floor": {"cpu_us_per_request": 80.0},
+        "ordered_floor": {"cpu_us_per_request": 88.0, "cpu_us_per_request_runs": [86.0, 90.0]},
+        "worker": {"worker_cpu_us_per_message": 140.0},
+        "cpu_ratio_worker_vs_floor": 1.75,
+        "cpu_ratio_floor_vs_bare_post_transport": 2.0,
+        "cpu_ratio_ordered_floor_vs_floor": 1.1,
+        "cpu_ratio_worker_vs_ordered_floor": 1.591,
+        "rounds": [
+            {"ratio_vs_floor": 1.7, "ratio_vs_ordered_floor": 1.5},
+            {"ratio_vs_floor": 1.8, "ratio_vs_ordered_floor": 1.7},
+        ],
+        "target_ratio_floor": 1.3,
+    }
+    results = {"results": {"worker": worker}}
+    rows = docs_figures.components(results)
+    ordered = next(line for line in rows if line.startswith("| the ordered floor"))
+    assert "| 88 µs/msg (runs 86, 90) | 80 µs/msg | 1.10 | — |" in ordered
+    against = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the ordered floor"))
+    assert "| 140 µs/msg | 88 µs/msg | 1.59 (rounds 1.50, 1.70) | — |" in against
+    floor = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the floor "))
+    assert "| 1.75 (rounds 1.70, 1.80) | ≤ 1.3 |" in floor
+    reading = " ".join(docs_figures.reading(results))
+    assert "the worker cost 1.75x the floor, target ≤ 1.3: not met" in reading
+    assert (
+        "The ordered floor (the floor, each room's next send only once its message before was acknowledged) "
+        "cost 1.1x the floor" in reading
+    )
+    assert "the worker cost 1.591x the ordered floor" in reading
+    worker["cpu_ratio_worker_vs_floor"] = 1.29
+    assert "the worker cost 1.29x the floor, target ≤ 1.3: met" in " ".join(docs_figures.reading(results))
+
+
 def test_the_floors_kafka_part_bounds_the_worker_from_below_and_the_reading_judges_the_transport_target() -> None:
     """The floor without its POST is the least a worker adds to the bare POST: its row states the bound as 1 + its
     CPU over the bare POST's, and the reading says the target is below it when it is."""

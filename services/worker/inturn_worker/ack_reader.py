@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from inturn.errors import SchemaError
 from inturn.kafka import make_consumer
-from inturn.logs import bind_work, clear_work, work
+from inturn.logs import bind_work, clear_work
 from inturn.metrics import worker as m
 from inturn.schemas import (
     ACK_HEADER_MESSAGE_ID,
@@ -249,11 +249,12 @@ class AckReader:
     def _route(self, record: AckRecord) -> None:
         if self._settled(record):
             return
-        # What is logged about this ack carries where it was read and, once decoded, its room and message.
-        bind_work(partition=record.partition(), ack_offset=record.offset())
+        # What is logged about this ack carries where it was read and, once decoded, its room and message (bound
+        # once per ack: one context variable set).
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
+            bind_work(partition=record.partition(), ack_offset=record.offset())
             log.warning("ack_undecodable", reason=exc.reason)
             letter = DeadLetter.of(
                 "worker",
@@ -265,7 +266,9 @@ class AckReader:
             )
             self._events.dead_letter(letter, None)
             return
-        bind_work(**work(), room_id=ack.room_id, message_id=ack.message_id)
+        bind_work(
+            partition=record.partition(), ack_offset=record.offset(), room_id=ack.room_id, message_id=ack.message_id
+        )
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
             m.for_platform(ack.platform).late_acks.inc()
