@@ -136,7 +136,7 @@ def components(results: Results) -> list[str]:
                 f"{figure(dig(w, 'worker', 'worker_cpu_us_per_message'))} µs/msg{_worker_runs(w)}",
                 f"{figure(dig(w, 'bare_post', 'cpu_us_per_request'))} µs/request{_baseline_runs(w)}",
                 f"{figure(w.get('cpu_ratio_worker_vs_bare_post'), 2)}{_round_ratios(w)}",
-                f"≤ {figure(w.get('target_ratio'))}",
+                f"≤ {w['target_ratio']:g}" if w.get("target_ratio") is not None else "—",
                 source(w),
             ]
         )

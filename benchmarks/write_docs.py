@@ -42,16 +42,28 @@ _SVG_STYLE = (
 )
 
 
-def load(bench_dir: Path) -> dict[str, Any]:
-    """results.json, completed from the per-benchmark files for benchmarks it lacks (marked ``_from``)."""
+def load(bench_dir: Path, kept: Path | None = None) -> dict[str, Any]:
+    """results.json, completed from the per-benchmark files for benchmarks it lacks, then from ``kept`` (the figures
+    the page was last written from, docs/benchmarks/results.json) for those still missing; each marked ``_from``.
+
+    Without ``kept``, a partial run in a fresh checkout (``var/bench`` holding only what it ran) would write a page
+    without the other benchmarks' figures."""
     results: dict[str, Any] = json.loads((bench_dir / "results.json").read_text())
     ran = sorted(results.get("results", {}))
     results["ran"] = ran
+    earlier: dict[str, Any] = json.loads(kept.read_text()) if kept is not None and kept.exists() else {}
     for name in ("matrix", "pipeline", *COMPONENTS):
         single = bench_dir / f"{name}.json"
-        if name not in results["results"] and single.exists():
+        if name in results["results"]:
+            continue
+        if single.exists():
             figures = json.loads(single.read_text())
             figures["_from"] = f"{single} of {time.strftime('%Y-%m-%d %H:%M', time.gmtime(single.stat().st_mtime))} UTC"
+            results["results"][name] = figures
+        elif name in earlier.get("results", {}):
+            figures = earlier["results"][name]
+            # Already marked when it came from a file then; otherwise it was part of that page's own run.
+            figures.setdefault("_from", f"{kept}, the run of {earlier.get('date', 'an unrecorded date')}")
             results["results"][name] = figures
     return results
 
@@ -406,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.bench_dir / "results.json").exists():
         parser.error(f"{args.bench_dir / 'results.json'} not found: run `python -m benchmarks.run` first")
-    for path in write(load(args.bench_dir), args.doc, args.plots):
+    for path in write(load(args.bench_dir, args.plots / "results.json"), args.doc, args.plots):
         print(f"wrote {path}")
     return 0
 

@@ -192,6 +192,35 @@ def test_a_benchmark_missing_from_the_run_is_taken_from_its_own_file_and_marked(
     assert "(not this run)" in page
 
 
+def test_a_benchmark_in_neither_the_run_nor_its_own_file_is_kept_from_the_pages_last_figures(tmp_path: Path) -> None:
+    """A partial run in a fresh checkout (``var/bench`` holding only what it ran) keeps the page's other figures,
+    marked with where they came from; what this run has, and what a file of its own has, come first."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "results.json").write_text(json.dumps({"results": {"sim": {"msgs_per_s": 900}}}))
+    (bench / "webhook.json").write_text(json.dumps({"batched": {"statuses_per_s": 4000}}))
+    kept = tmp_path / "kept.json"
+    kept.write_text(
+        json.dumps(
+            {
+                "date": "2026-11-28",
+                "results": {
+                    "sim": {"msgs_per_s": 1},
+                    "webhook": {"batched": {"statuses_per_s": 1}},
+                    "bridge": {"bridge_msgs_per_s": 1498, "baseline_ack_only_msgs_per_s": 1866},
+                    "report": {"events": 10, "_from": "var/bench/report.json of 2026-11-27 10:00 UTC"},
+                },
+            }
+        )
+    )
+    results = write_docs.load(bench, kept)["results"]
+    assert results["sim"] == {"msgs_per_s": 900}
+    assert results["webhook"]["batched"] == {"statuses_per_s": 4000}
+    assert results["bridge"]["_from"] == f"{kept}, the run of 2026-11-28"
+    assert results["report"]["_from"] == "var/bench/report.json of 2026-11-27 10:00 UTC"
+    assert "bridge" not in write_docs.load(bench)["results"]
+
+
 def test_the_worker_baseline_shows_both_of_its_measurements_when_it_was_measured_twice() -> None:
     worker = {
         "bare_post": {"cpu_us_per_request": 111.96, "cpu_us_per_request_before_and_after": [96.84, 127.08]},
