@@ -212,8 +212,10 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
             task.result()
         raise TimeoutError(f"not every status read in 600 s ({statuses} of {expected}, {sent} sent)")
     reading.result()
-    while loops:  # --ordered: the last acknowledged messages' events
-        await asyncio.wait(list(loops.values()))
+    if loops:  # --ordered: the last acknowledged messages' events (every status was read: each loop is about to end)
+        _, waiting = await asyncio.wait(list(loops.values()), timeout=60)
+        if waiting:
+            raise TimeoutError(f"{len(waiting)} rooms still waiting for an ack after every status was read")
     confirmed = await events.confirm(wait_s=30)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     for task in lanes:
