@@ -249,26 +249,23 @@ class AckReader:
     def _route(self, record: AckRecord) -> None:
         if self._settled(record):
             return
-        # What is logged about this ack carries where it was read and, once decoded, its room and message (bound
-        # once per ack: one context variable set).
+        partition, offset = record.partition(), record.offset()  # what is logged of this ack says where it was read
         try:
             ack = decode(Ack, record.value())
         except SchemaError as exc:
-            bind_work(partition=record.partition(), ack_offset=record.offset())
+            bind_work(partition=partition, ack_offset=offset)
             log.warning("ack_undecodable", reason=exc.reason)
             letter = DeadLetter.of(
                 "worker",
                 f"undecodable ack: {exc.reason}",
                 record.value() or b"",
                 topic=record.topic(),
-                partition=record.partition(),
-                offset=record.offset(),
+                partition=partition,
+                offset=offset,
             )
             self._events.dead_letter(letter, None)
             return
-        bind_work(
-            partition=record.partition(), ack_offset=record.offset(), room_id=ack.room_id, message_id=ack.message_id
-        )
+        bind_work(partition=partition, ack_offset=offset, room_id=ack.room_id, message_id=ack.message_id)  # one set
         routed, finished = self._router.route(ack)
         if routed is Routed.LATE and finished is not None:
             m.for_platform(ack.platform).late_acks.inc()
