@@ -384,22 +384,21 @@ def reading(results: Results) -> list[str]:
             if transport_target is not None and floor_ratio > transport_target
             else ""
         )
+        worker_ratio, floor_target = w.get("cpu_ratio_worker_vs_floor"), w.get("target_ratio_floor")
+        judged = (
+            f", target ≤ {floor_target}: {'met' if worker_ratio <= floor_target else 'not met'}"
+            if worker_ratio is not None and floor_target is not None
+            else ""
+        )
         lines.append(
             "The floor (decode, render, POST, read its acks-topic statuses, write one event; no ordering) cost "
             f"{floor_ratio:g}x a bare POST through the transport{below}; "
-            f"the worker cost {w.get('cpu_ratio_worker_vs_floor')}x the floor"
-            + (
-                f", target ≤ {w['target_ratio_floor']}: "
-                + ("met" if (w.get("cpu_ratio_worker_vs_floor") or 0) <= w["target_ratio_floor"] else "not met")
-                if w.get("target_ratio_floor") is not None
-                else ""
-            )
-            + _earlier(w)
+            f"the worker cost {worker_ratio}x the floor{judged}" + _earlier(w)
         )
         if (ordered_ratio := w.get("cpu_ratio_ordered_floor_vs_floor")) is not None:
             lines.append(
                 "The ordered floor (the floor, each room's next send only once its message before was acknowledged) "
-                f"cost {ordered_ratio:g}x the floor: waiting for each ack is that much of the worker's cost; the "
+                f"cost {ordered_ratio:g}x the floor: what waiting for each ack adds to it by itself; the "
                 f"worker cost {w.get('cpu_ratio_worker_vs_ordered_floor')}x the ordered floor (its timeouts, cursors, "
                 "commits, dedup, metrics and logs)" + _earlier(w)
             )

@@ -124,14 +124,7 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
                     queues.setdefault(room_id, deque()).append((message, record.partition() or 0, record.offset() or 0))
                     if room_id not in loops:
                         loops[room_id] = asyncio.create_task(room_loop(room_id))
-                        # A loop that raised ends the reading too: its statuses would never come.
-                        loops[room_id].add_done_callback(
-                            lambda task: (
-                                failures.append(task.exception() or RuntimeError())
-                                if not task.cancelled() and task.exception() is not None
-                                else None
-                            )
-                        )
+                        loops[room_id].add_done_callback(raised)
                 elif post:
                     line.put_nowait((message, record.partition() or 0, record.offset() or 0))
                 else:
@@ -170,9 +163,14 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
         finally:
             del loops[room_id]
 
-    def acknowledged(headers: list[tuple[str, bytes]]) -> None:
+    def raised(task: asyncio.Task[None]) -> None:
+        """A room loop that raised ends the reading too: its statuses would never come."""
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            failures.append(exc)
+
+    def acknowledged(headers: list[tuple[str, str | bytes | None]]) -> None:
         for name, value in headers:
-            if name == ACK_HEADER_MESSAGE_ID:
+            if name == ACK_HEADER_MESSAGE_ID and isinstance(value, bytes):  # a consumed record's values are bytes
                 message_id = value.decode()
                 waiter = awaited.pop(message_id, None)
                 if waiter is None:
@@ -192,7 +190,7 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
                 if ACK_HEADER_STATUS in names:
                     statuses += 1
                     if ordered and isinstance(headers, list):
-                        acknowledged(headers)  # type: ignore[arg-type]  # a consumed record's values are bytes
+                        acknowledged(headers)
             events.poll()
             await asyncio.sleep(0 if len(batch) == 1000 else POLL_S)
 

@@ -363,6 +363,8 @@ def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its
     assert "the worker cost 1.591x the ordered floor" in reading
     worker["cpu_ratio_worker_vs_floor"] = 1.29
     assert "the worker cost 1.29x the floor, target ≤ 1.3: met" in " ".join(docs_figures.reading(results))
+    del worker["cpu_ratio_worker_vs_floor"]  # no figure, no verdict
+    assert "target ≤ 1.3" not in " ".join(docs_figures.reading(results))
 
 
 def test_the_floors_kafka_part_bounds_the_worker_from_below_and_the_reading_judges_the_transport_target() -> None:
