@@ -44,8 +44,10 @@ from inturn_devtools.waiting import wait_until
 
 FLOOR = "floor"  # benchmarks.floor_worker: what any worker must do per message (Kafka both sides of the send)
 ORDERED_FLOOR = "ordered_floor"  # the floor with each room's next send only after its ack (``--ordered``)
-#: bare_post clients (aiohttp, the adapters' transport), the floor and the ordered floor
-BASELINES = ("aiohttp", "inturn", FLOOR, ORDERED_FLOOR)
+#: The ordered floor written without a task or future per room or message (``--callbacks``)
+ORDERED_FLOOR_CALLBACKS = "ordered_floor_callbacks"
+#: bare_post clients (aiohttp, the adapters' transport), the floor and the ordered floor written both ways
+BASELINES = ("aiohttp", "inturn", FLOOR, ORDERED_FLOOR, ORDERED_FLOOR_CALLBACKS)
 #: The webhook as installed: its statuses split at the default (on), set explicitly so that an
 #: INTURN_WEBHOOK_STATUSES_SPLIT in the bench's own environment cannot give the worker runs and the floor another one.
 STATUSES_SPLIT: bool = WebhookSettings.model_fields["webhook_statuses_split"].default
@@ -172,10 +174,11 @@ def _bare(
         return result
 
 
-def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False) -> dict[str, Any]:
+def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False, callbacks: bool = False) -> dict[str, Any]:
     """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU. Then its
     Kafka part alone; or, ``ordered``, the floor with ordering (on topics of its own: an earlier run's statuses on
-    the acks topic would acknowledge its messages before they were sent)."""
+    the acks topic would acknowledge its messages before they were sent), with ``callbacks`` written without a task
+    per room."""
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
@@ -199,7 +202,7 @@ def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False) -> dict[str
             return {**result, "requests": result["messages"], "cpu_us_per_request": result["cpu_us_per_message"]}
 
         if ordered:
-            return floor("--ordered")
+            return floor("--callbacks" if callbacks else "--ordered")
         # Then its Kafka part alone, over the same messages and the statuses the first run brought.
         return {**floor(), "kafka_part": floor("--without-post")}
 
@@ -323,8 +326,9 @@ def run(quick: bool) -> dict[str, Any]:
     load = Workload(rooms, per_room, 1024, sim_env, worker_env)
 
     def bare(client: str) -> dict[str, Any]:
-        if client in (FLOOR, ORDERED_FLOOR):
-            return _floor(kafka, load, ordered=client == ORDERED_FLOOR)
+        if client in (FLOOR, ORDERED_FLOOR, ORDERED_FLOOR_CALLBACKS):
+            ordered = client != FLOOR
+            return _floor(kafka, load, ordered=ordered, callbacks=client == ORDERED_FLOOR_CALLBACKS)
         return _bare(kafka, rooms * per_room, concurrency, rooms, load.payload_bytes, sim_env, client)
 
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:
@@ -339,6 +343,7 @@ def run(quick: bool) -> dict[str, Any]:
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     aiohttp, transport, floor = _pooled(bares["aiohttp"]), _pooled(bares["inturn"]), _pooled(bares[FLOOR])
     ordered = _pooled(bares[ORDERED_FLOOR])
+    by_callbacks = _pooled(bares[ORDERED_FLOOR_CALLBACKS])
     kafka_part = _pooled([run["kafka_part"] for run in bares[FLOOR]])
     cpu = _worker_total(scenarios)
     worker_us = cpu["worker_cpu_us_per_message"]
@@ -351,6 +356,12 @@ def run(quick: bool) -> dict[str, Any]:
         "ordered_floor": ordered,
         "cpu_ratio_ordered_floor_vs_floor": round(ordered["cpu_us_per_request"] / floor["cpu_us_per_request"], 3),
         "cpu_ratio_worker_vs_ordered_floor": round(worker_us / ordered["cpu_us_per_request"], 3),
+        # The same ordering without a task or future per room or message: whether the ordered floor's price is ordering
+        # itself or the way its waiting is written.
+        "ordered_floor_callbacks": by_callbacks,
+        "cpu_ratio_ordered_floor_callbacks_vs_floor": round(
+            by_callbacks["cpu_us_per_request"] / floor["cpu_us_per_request"], 3
+        ),
         "cpu_ratio_floor_vs_bare_post_transport": round(
             floor["cpu_us_per_request"] / transport["cpu_us_per_request"], 3
         ),

@@ -204,6 +204,19 @@ def components(results: Results) -> list[str]:
                         source(w),
                     ]
                 )
+                if (by_callbacks := w.get("ordered_floor_callbacks")) is not None:
+                    rows.append(
+                        [
+                            "the ordered floor written with callbacks (`floor_worker.py --callbacks`: no task or "
+                            "future of its own per room or message) vs the floor",
+                            f"{figure(by_callbacks.get('cpu_us_per_request'))} µs/msg"
+                            + _runs(by_callbacks.get("cpu_us_per_request_runs")),
+                            f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
+                            f"{figure(w.get('cpu_ratio_ordered_floor_callbacks_vs_floor'), 2)}",
+                            "—",
+                            source(w),
+                        ]
+                    )
                 rows.append(
                     [
                         "worker CPU per delivered message vs the ordered floor",
@@ -398,7 +411,13 @@ def reading(results: Results) -> list[str]:
         if (ordered_ratio := w.get("cpu_ratio_ordered_floor_vs_floor")) is not None:
             lines.append(
                 "The ordered floor (the floor, each room's next send only once its message before was acknowledged) "
-                f"cost {ordered_ratio:g}x the floor: what waiting for each ack adds to it by itself; the "
+                f"cost {ordered_ratio:g}x the floor"
+                + (
+                    f" ({callbacks_ratio:g}x written with callbacks, without a task or future per room or message)"
+                    if (callbacks_ratio := w.get("cpu_ratio_ordered_floor_callbacks_vs_floor")) is not None
+                    else ""
+                )
+                + ": what waiting for each ack adds to it by itself; the "
                 f"worker cost {w.get('cpu_ratio_worker_vs_ordered_floor')}x the ordered floor (its timeouts, cursors, "
                 "commits, dedup, metrics and logs)" + _earlier(w)
             )

@@ -19,12 +19,15 @@ the room's message before was acknowledged (its status read from the acks topic,
 webhook puts in a header), and the event is written then. One task per room with messages, a future per message and
 a map from message id to it: no timeout, no retry, no cursor, no commit, no dedup, no metrics, no log context. Against
 the floor without it, it is the price of waiting for each ack before the next send, which no ack-gated worker
-avoids: the worker against it is the price of its bookkeeping and durability.
+avoids: the worker against it is the price of its bookkeeping and durability. ``--callbacks`` orders the same way
+without a task or future of its own per room or message: each room's next send starts from the callback of its
+send's answer or from the reading of its ack. Both ways cost about the same (docs/benchmarks.md), so neither is an
+artefact of how the waiting is written.
 
-``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE [--without-post | --ordered]``, run as its own
-process with a worker's environment (``Pipeline.worker_settings_env``) after the messages were produced; prints its own
-CPU time (getrusage of the whole process: every thread, user + system, librdkafka's included) per message as JSON. A
-send answered other than 200 ends it with an error.
+``python -m benchmarks.floor_worker MESSAGES STATUSES_PER_MESSAGE [--without-post | --ordered | --callbacks]``, run
+as its own process with a worker's environment (``Pipeline.worker_settings_env``) after the messages were produced;
+prints its own CPU time (getrusage of the whole process: every thread, user + system, librdkafka's included) per
+message as JSON. A send answered other than 200 ends it with an error.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import uvloop
 from confluent_kafka import OFFSET_BEGINNING, Message, TopicPartition
 
 from inturn.kafka import make_consumer, make_producer
+from inturn.platforms.transport import Response
 from inturn.platforms.whatsapp import WhatsAppAdapter
 from inturn.runtime import tune_gc
 from inturn.schemas import ACK_HEADER_MESSAGE_ID, ACK_HEADER_STATUS, EventType, decode, now_ms
@@ -56,10 +60,14 @@ def _from_start(topic: str, partitions: int) -> list[TopicPartition]:
     return [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
 
 
-async def run(messages: int, statuses_per_message: int, post: bool = True, ordered: bool = False) -> dict[str, Any]:
+async def run(
+    messages: int, statuses_per_message: int, post: bool = True, ordered: bool = False, callbacks: bool = False
+) -> dict[str, Any]:
     """Send ``messages`` (already on the messages topic) and read ``statuses_per_message`` statuses of each; without
     ``post``, write each message's event at once instead of sending it; ``ordered``, each room's messages one after
-    the other, each after the one before was acknowledged."""
+    the other, each after the one before was acknowledged (by a task per room, or with ``callbacks`` from the
+    callbacks of the send's answer and of the ack)."""
+    ordered = ordered or callbacks
     settings = WorkerSettings()
     adapter = WhatsAppAdapter(settings, settings.worker_pool_size, settings.worker_send_timeout_ms / 1000)
     group = f"floor-{uuid.uuid4().hex[:8]}"
@@ -119,7 +127,15 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
             batch: list[Message] = intake.consume(num_messages=500, timeout=0)
             for record in batch:
                 message = decode(InturnMessage, record.value() or b"")
-                if ordered:
+                if callbacks:
+                    room_id = message.room_id
+                    queue = queues.get(room_id)
+                    if queue is None:
+                        queue = queues[room_id] = deque()
+                    queue.append((message, record.partition() or 0, record.offset() or 0))
+                    if room_id not in busy:
+                        send_next(room_id)
+                elif ordered:
                     room_id = message.room_id
                     queues.setdefault(room_id, deque()).append((message, record.partition() or 0, record.offset() or 0))
                     if room_id not in loops:
@@ -163,6 +179,41 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
         finally:
             del loops[room_id]
 
+    # --callbacks: no task and no future of its own per room or message; the room's next send starts from the
+    # callback of its send's answer (when the ack came first) or from the reading of its ack.
+    busy: dict[str, tuple[InturnMessage, int, int, int, str] | None] = {}  # room -> its message sent, once answered
+    by_message: dict[str, str] = {}  # message id -> room, while its ack is awaited
+
+    def send_next(room_id: str) -> None:
+        queue = queues[room_id]
+        if not queue:
+            busy.pop(room_id, None)
+            return
+        message, partition, offset = queue.popleft()
+        busy[room_id] = None
+        prepared = adapter.prepare(message, partition)
+        answer = adapter.transport.request(prepared.url, prepared.headers, prepared.body)
+        answer.add_done_callback(lambda done: answered(room_id, message, partition, offset, done))
+
+    def answered(
+        room_id: str, message: InturnMessage, partition: int, offset: int, answer: asyncio.Future[Response]
+    ) -> None:
+        if (error := answer.exception()) is not None:
+            failures.append(error)
+            return
+        response = answer.result()
+        result = adapter.result_of(response) if response.status == 200 else None
+        if result is None:
+            failures.append(RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}"))
+            return
+        if message.message_id in early:
+            early.discard(message.message_id)
+            written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
+            send_next(room_id)
+        else:
+            busy[room_id] = (message, partition, offset, response.sent_at_ms, result.platform_message_id)
+            by_message[message.message_id] = room_id
+
     def raised(task: asyncio.Task[None]) -> None:
         """A room loop that raised ends the reading too: its statuses would never come."""
         if not task.cancelled() and (exc := task.exception()) is not None:
@@ -172,6 +223,16 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
         for name, value in headers:
             if name == ACK_HEADER_MESSAGE_ID and isinstance(value, bytes):  # a consumed record's values are bytes
                 message_id = value.decode()
+                if callbacks:
+                    room_id = by_message.pop(message_id, None)
+                    if room_id is None:
+                        early.add(message_id)
+                        continue
+                    sent_message = busy[room_id]
+                    assert sent_message is not None
+                    written(*sent_message)
+                    send_next(room_id)
+                    continue
                 waiter = awaited.pop(message_id, None)
                 if waiter is None:
                     early.add(message_id)
@@ -210,6 +271,8 @@ async def run(messages: int, statuses_per_message: int, post: bool = True, order
             task.result()
         raise TimeoutError(f"not every status read in 600 s ({statuses} of {expected}, {sent} sent)")
     reading.result()
+    if callbacks and busy:
+        raise RuntimeError(f"{len(busy)} rooms still waiting for an ack after every status was read")
     if loops:  # --ordered: the last acknowledged messages' events (every status was read: each loop is about to end)
         _, waiting = await asyncio.wait(list(loops.values()), timeout=60)
         if waiting:
@@ -240,8 +303,12 @@ def main() -> None:
     parser.add_argument("statuses_per_message", type=int)
     parser.add_argument("--without-post", action="store_true", help="the Kafka part only: no rendering, no POST")
     parser.add_argument("--ordered", action="store_true", help="each room's next send only after its ack")
+    parser.add_argument(
+        "--callbacks", action="store_true", help="ordered, each room's next send started from callbacks, not a task"
+    )
     a = parser.parse_args()
-    print(json.dumps(uvloop.run(run(a.messages, a.statuses_per_message, post=not a.without_post, ordered=a.ordered))))
+    figures = run(a.messages, a.statuses_per_message, not a.without_post, a.ordered, a.callbacks)
+    print(json.dumps(uvloop.run(figures)))
 
 
 if __name__ == "__main__":
