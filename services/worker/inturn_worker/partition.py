@@ -516,8 +516,10 @@ class Partition:
         self._lease.wake()
 
     def admitted(self) -> bool:
-        """True when a send may go out now (``admit`` would return at once)."""
-        return not self.gone and self.acks_ready and self._lease.fresh()
+        """True when a send may go out now (``admit`` would return at once); asked per message, so read directly."""
+        return (
+            not (self._revoked or self._fenced) and self._acks_ready and self._ended is not None and self._lease.fresh()
+        )
 
     async def admit(self) -> None:
         """Return when a send may go out; raise ``PartitionGone`` once it never may."""

@@ -259,10 +259,9 @@ class Delivery:
         of rooms awaiting acks, a kilobyte of body each adds up."""
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
-        # Only once the partition's acks were read up to its assignment (admit waits for that) is a missing ack
-        # evidence that the message still needs sending.
-        if self._awaits_ack and not entry.part.admitted():  # the common case needs no await
-            await entry.part.admit()
+        # Only once the partition's acks were read up to its assignment is a missing ack evidence that the message still
+        # needs sending: ``deliver`` admitted it before (that stays true; the lease and a revoke are asked again right
+        # before the write, in ``Sends.send``).
         if self._awaits_ack and adapter.ack_kind is not AckKind.SYNCHRONOUS:  # synchronous: the answer is the ack
             future = self._router.expect(room.room_id, entry.message_id)
             if future.done():
