@@ -13,6 +13,10 @@ Everything is a separate process (simulator, webhook, worker, bare clients) so e
 read from /proc (the worker, and the webhook: its CPU per delivered message, every status callback of the
 run's messages, over the same window as the worker's) or getrusage (the bare clients).
 
+Where the worker's CPU beyond the ordered floor goes is counted too: the Python calls per message on the worker's
+event loop and on the ordered floor's (cProfile, one run each over the same load; a count the machine's noise leaves
+alone).
+
 Records per delivered message are counted from the topics, not from the worker's counters: the records on the
 run's own events and dead-letter topics (nothing but the worker writes there in this run) over the messages it
 finished.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -174,11 +179,13 @@ def _bare(
         return result
 
 
-def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False, callbacks: bool = False) -> dict[str, Any]:
+def _floor(
+    kafka: LocalKafka, load: Workload, ordered: bool = False, callbacks: bool = False, profile: Path | None = None
+) -> dict[str, Any]:
     """``benchmarks.floor_worker`` over the same messages, simulator and webhook as a worker run; its own CPU. Then its
     Kafka part alone; or, ``ordered``, the floor with ordering (on topics of its own: an earlier run's statuses on
     the acks topic would acknowledge its messages before they were sent), with ``callbacks`` written without a task
-    per room."""
+    per room. With ``profile``, run under cProfile, its stats written there."""
     name = f"floor-{uuid.uuid4().hex[:6]}"  # its own topics each run: it reads the acks topic from the start
     settings = fresh_topics(kafka.bootstrap, name, 4)
     workdir = Path(tempfile.mkdtemp(prefix="inturn-bench-floor-"))
@@ -191,7 +198,15 @@ def _floor(kafka: LocalKafka, load: Workload, ordered: bool = False, callbacks: 
 
         def floor(*flags: str) -> dict[str, Any]:
             out = subprocess.run(
-                [sys.executable, "-m", "benchmarks.floor_worker", str(total), str(STATUSES_PER_MESSAGE), *flags],
+                [
+                    sys.executable,
+                    *(["-m", "cProfile", "-o", str(profile)] if profile is not None else []),
+                    "-m",
+                    "benchmarks.floor_worker",
+                    str(total),
+                    str(STATUSES_PER_MESSAGE),
+                    *flags,
+                ],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -258,6 +273,61 @@ def _worker_total(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
         "reordered": sum(s["reordered"] for s in scenarios),
         "duplicated": sum(s["duplicated"] for s in scenarios),
         "runs": scenarios,
+    }
+
+
+Stats = dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
+
+
+def per_message_calls(stats: Stats, messages: int) -> dict[str, float]:
+    """Calls per message of the functions called at least once per two messages (the per-message path: start-up
+    and periodic work fall below that), of Python functions and of built-ins ("~" for a file) apart. ``stats`` is
+    ``pstats.Stats(...).stats``: function -> (primitive calls, calls, own time, cumulative time, callers)."""
+    python = builtin = 0
+    for (file, _, _), (_, calls, _, _, _) in stats.items():
+        if calls * 2 >= messages:
+            if file == "~":
+                builtin += calls
+            else:
+                python += calls
+    return {"python": round(python / messages, 1), "builtin": round(builtin / messages, 1)}
+
+
+def _profile(path: Path) -> Stats:
+    """What a cProfile file holds: ``pstats.Stats``'s ``stats`` attribute, which its own methods read. It is not
+    documented, but no documented accessor keeps functions of one name in different files apart
+    (``get_stats_profile`` keys them by name alone)."""
+    stats: Stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]  # typeshed leaves the attribute out
+    return stats
+
+
+def _calls(kafka: LocalKafka, pg: LocalPostgres, load: Workload) -> dict[str, Any]:
+    """Python calls per delivered message on the worker's event loop (its own ``INTURN_WORKER_PROFILE``: cProfile on
+    the main thread, from start to exit) and on the ordered floor's (all of it on one thread), over the same load:
+    a count, not a time, so the machine's noise leaves it alone."""
+    profiles = Path(tempfile.mkdtemp(prefix="inturn-bench-calls-"))
+    name = "calls"
+    settings = fresh_topics(kafka.bootstrap, name, 4)
+    line = Pipeline(
+        settings, pg.dsn, profiles, group=f"bench-{name}", sim=load.sim_env, worker=load.worker_env, webhook=WEBHOOK_ENV
+    )
+    line.start_sim()
+    line.start_webhook()
+    line.add_worker("w1", INTURN_WORKER_PROFILE=str(profiles / "worker.prof"))
+    try:
+        line.wait_balanced()
+        total = load.produce(line, name)
+        wait_until(lambda: committed_total(settings, line.group) >= total, 600, f"{name}: every message committed")
+    finally:
+        line.stop()  # the worker writes its profile on exit
+    floor = _floor(kafka, load, ordered=True, profile=profiles / "floor.prof")
+    worker_calls = per_message_calls(_profile(profiles / "worker.prof"), total)
+    floor_calls = per_message_calls(_profile(profiles / "floor.prof"), floor["messages"])
+    return {
+        "messages": total,
+        "worker": worker_calls,
+        "ordered_floor": floor_calls,
+        "ratio_python_worker_vs_ordered_floor": round(worker_calls["python"] / floor_calls["python"], 2),
     }
 
 
@@ -340,6 +410,7 @@ def run(quick: bool) -> dict[str, Any]:
             scenarios.append(_scenario(kafka, pg, f"cpu{i}", load, within=600))
             for client in BASELINES:
                 bares[client].append(bare(client))
+        calls = _calls(kafka, pg, load)
         memory = _rooms_in_flight(kafka, pg, 5000 if quick else 25_000, sim_env, worker_env)
     aiohttp, transport, floor = _pooled(bares["aiohttp"]), _pooled(bares["inturn"]), _pooled(bares[FLOOR])
     ordered = _pooled(bares[ORDERED_FLOOR])
@@ -376,6 +447,8 @@ def run(quick: bool) -> dict[str, Any]:
         "cpu_ratio_bare_transport_vs_bare_aiohttp": round(
             transport["cpu_us_per_request"] / aiohttp["cpu_us_per_request"], 3
         ),
+        # Where the worker's CPU beyond the ordered floor goes: Python calls on its event loop per message.
+        "calls_per_message": calls,
         "rounds": _rounds(scenarios, bares),
         "target_ratio": 0.76,
         "target_ratio_floor": 1.3,

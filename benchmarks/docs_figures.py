@@ -217,6 +217,19 @@ def components(results: Results) -> list[str]:
                             source(w),
                         ]
                     )
+                if (calls := w.get("calls_per_message")) is not None:
+                    rows.append(
+                        [
+                            "Python calls per delivered message on the event loop (cProfile; functions called at least "
+                            "once per two messages; built-ins in brackets), worker vs the ordered floor",
+                            f"{figure(dig(calls, 'worker', 'python'))} ({figure(dig(calls, 'worker', 'builtin'))})",
+                            f"{figure(dig(calls, 'ordered_floor', 'python'))} "
+                            f"({figure(dig(calls, 'ordered_floor', 'builtin'))})",
+                            f"{figure(calls.get('ratio_python_worker_vs_ordered_floor'), 2)}",
+                            "—",
+                            source(w),
+                        ]
+                    )
                 rows.append(
                     [
                         "worker CPU per delivered message vs the ordered floor",
@@ -419,7 +432,15 @@ def reading(results: Results) -> list[str]:
                 )
                 + ": what waiting for each ack adds to it by itself; the "
                 f"worker cost {w.get('cpu_ratio_worker_vs_ordered_floor')}x the ordered floor (its timeouts, cursors, "
-                "commits, dedup, metrics and logs)" + _earlier(w)
+                "commits, dedup, metrics and logs"
+                + (
+                    f": {dig(calls, 'worker', 'python')} Python calls per message on its event loop against "
+                    f"{dig(calls, 'ordered_floor', 'python')}"
+                    if (calls := w.get("calls_per_message")) is not None
+                    else ""
+                )
+                + ")"
+                + _earlier(w)
             )
     if w and (least := w.get("cpu_ratio_least_worker_vs_bare_post_transport")) is not None:
         transport_target = w.get("target_ratio_transport")

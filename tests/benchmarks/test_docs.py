@@ -375,6 +375,21 @@ def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its
         "cost 1.1x the floor (1.15x written with callbacks, without a task or future per room or message): what "
         "waiting for each ack adds" in " ".join(docs_figures.reading(results))
     )
+    assert not any(line.startswith("| Python calls per delivered message") for line in rows)
+    worker["calls_per_message"] = {
+        "worker": {"python": 124.4, "builtin": 130.5},
+        "ordered_floor": {"python": 37.1, "builtin": 58.9},
+        "ratio_python_worker_vs_ordered_floor": 3.35,
+    }
+    calls = next(
+        line
+        for line in docs_figures.components(results)
+        if line.startswith("| Python calls per delivered message on the event loop")
+    )
+    assert "| 124.4 (130.5) | 37.1 (58.9) | 3.35 | — |" in calls
+    assert "metrics and logs: 124.4 Python calls per message on its event loop against 37.1)" in " ".join(
+        docs_figures.reading(results)
+    )
     worker["cpu_ratio_worker_vs_floor"] = 1.29
     assert "the worker cost 1.29x the floor, target ≤ 1.3: met" in " ".join(docs_figures.reading(results))
     del worker["cpu_ratio_worker_vs_floor"]  # no figure, no verdict
