@@ -191,32 +191,26 @@ def components(results: Results) -> list[str]:
                 ]
             )
             if (ordered := w.get("ordered_floor")) is not None:
-                rows.append(
-                    [
-                        "the ordered floor (`floor_worker.py --ordered`: the floor, each room's next send only once "
-                        "its message before was acknowledged; no timeout, cursor, commit, dedup, metrics or logs) vs "
-                        "the floor",
-                        f"{figure(ordered.get('cpu_us_per_request'))} µs/msg"
-                        + _runs(ordered.get("cpu_us_per_request_runs")),
-                        f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
-                        f"{figure(w.get('cpu_ratio_ordered_floor_vs_floor'), 2)}",
-                        "—",
-                        source(w),
-                    ]
-                )
-                if (by_callbacks := w.get("ordered_floor_callbacks")) is not None:
-                    rows.append(
-                        [
-                            "the ordered floor written with callbacks (`floor_worker.py --callbacks`: no task or "
-                            "future of its own per room or message) vs the floor",
-                            f"{figure(by_callbacks.get('cpu_us_per_request'))} µs/msg"
-                            + _runs(by_callbacks.get("cpu_us_per_request_runs")),
-                            f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
-                            f"{figure(w.get('cpu_ratio_ordered_floor_callbacks_vs_floor'), 2)}",
-                            "—",
-                            source(w),
-                        ]
-                    )
+                ordered_floors = {
+                    "ordered_floor": "the ordered floor (`floor_worker.py --ordered`: the floor, each room's next send "
+                    "only once its message before was acknowledged; no timeout, cursor, commit, dedup, metrics or "
+                    "logs) vs the floor",
+                    "ordered_floor_callbacks": "the ordered floor written with callbacks (`floor_worker.py "
+                    "--callbacks`: no task or future of its own per room or message) vs the floor",
+                }
+                for key, label in ordered_floors.items():
+                    if (runs := w.get(key)) is not None:
+                        rows.append(
+                            [
+                                label,
+                                f"{figure(runs.get('cpu_us_per_request'))} µs/msg"
+                                + _runs(runs.get("cpu_us_per_request_runs")),
+                                f"{figure(floor.get('cpu_us_per_request'))} µs/msg",
+                                f"{figure(w.get(f'cpu_ratio_{key}_vs_floor'), 2)}",
+                                "—",
+                                source(w),
+                            ]
+                        )
                 if (calls := w.get("calls_per_message")) is not None:
                     rows.append(
                         [

@@ -158,6 +158,18 @@ async def run(
             result = adapter.result_of(response)
             written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
 
+    def accepted(message: InturnMessage, response: Response) -> tuple[str, bool] | None:
+        """--ordered: the platform's id of the accepted send, and whether its ack was read before the answer came;
+        None when the simulator refused it (kept in ``failures``: its status would never come)."""
+        if response.status != 200:
+            failures.append(RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}"))
+            return None
+        platform_message_id = adapter.result_of(response).platform_message_id
+        if message.message_id in early:
+            early.discard(message.message_id)
+            return platform_message_id, True
+        return platform_message_id, False
+
     async def room_loop(room_id: str) -> None:
         loop = asyncio.get_running_loop()
         queue = queues[room_id]
@@ -166,16 +178,14 @@ async def run(
                 message, partition, offset = queue.popleft()
                 prepared = adapter.prepare(message, partition)
                 response = await adapter.transport.request(prepared.url, prepared.headers, prepared.body)
-                result = adapter.result_of(response) if response.status == 200 else None
-                if result is None:
-                    failures.append(RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}"))
+                outcome = accepted(message, response)
+                if outcome is None:
                     return
-                if message.message_id in early:
-                    early.discard(message.message_id)
-                else:
+                platform_message_id, acked_before = outcome
+                if not acked_before:
                     acked = awaited[message.message_id] = loop.create_future()
                     await acked
-                written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
+                written(message, partition, offset, response.sent_at_ms, platform_message_id)
         finally:
             del loops[room_id]
 
@@ -202,16 +212,15 @@ async def run(
             failures.append(error)
             return
         response = answer.result()
-        result = adapter.result_of(response) if response.status == 200 else None
-        if result is None:
-            failures.append(RuntimeError(f"the simulator answered {response.status}: {response.body[:200]!r}"))
+        outcome = accepted(message, response)
+        if outcome is None:
             return
-        if message.message_id in early:
-            early.discard(message.message_id)
-            written(message, partition, offset, response.sent_at_ms, result.platform_message_id)
+        platform_message_id, acked_before = outcome
+        if acked_before:
+            written(message, partition, offset, response.sent_at_ms, platform_message_id)
             send_next(room_id)
         else:
-            busy[room_id] = (message, partition, offset, response.sent_at_ms, result.platform_message_id)
+            busy[room_id] = (message, partition, offset, response.sent_at_ms, platform_message_id)
             by_message[message.message_id] = room_id
 
     def raised(task: asyncio.Task[None]) -> None:
