@@ -397,8 +397,7 @@ def run(quick: bool) -> dict[str, Any]:
 
     def bare(client: str) -> dict[str, Any]:
         if client in (FLOOR, ORDERED_FLOOR, ORDERED_FLOOR_CALLBACKS):
-            ordered = client != FLOOR
-            return _floor(kafka, load, ordered=ordered, callbacks=client == ORDERED_FLOOR_CALLBACKS)
+            return _floor(kafka, load, ordered=client != FLOOR, callbacks=client == ORDERED_FLOOR_CALLBACKS)
         return _bare(kafka, rooms * per_room, concurrency, rooms, load.payload_bytes, sim_env, client)
 
     with LocalKafka(heap_mb=768) as kafka, LocalPostgres() as pg:

@@ -127,18 +127,13 @@ async def run(
             batch: list[Message] = intake.consume(num_messages=500, timeout=0)
             for record in batch:
                 message = decode(InturnMessage, record.value() or b"")
-                if callbacks:
-                    room_id = message.room_id
-                    queue = queues.get(room_id)
-                    if queue is None:
-                        queue = queues[room_id] = deque()
-                    queue.append((message, record.partition() or 0, record.offset() or 0))
-                    if room_id not in busy:
-                        send_next(room_id)
-                elif ordered:
+                if ordered:
                     room_id = message.room_id
                     queues.setdefault(room_id, deque()).append((message, record.partition() or 0, record.offset() or 0))
-                    if room_id not in loops:
+                    if callbacks:
+                        if room_id not in busy:
+                            send_next(room_id)
+                    elif room_id not in loops:
                         loops[room_id] = asyncio.create_task(room_loop(room_id))
                         loops[room_id].add_done_callback(raised)
                 elif post:

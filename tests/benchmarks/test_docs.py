@@ -304,6 +304,11 @@ def test_a_component_measured_in_this_run_names_the_commit_it_measured() -> None
     assert row.endswith("| this run (commit bc368ff01234, plus uncommitted changes to `benchmarks/docs_figures.py`) |")
 
 
+def _row(results: dict[str, Any], start: str) -> str:
+    """The component table's row of ``results`` whose line starts with ``start``."""
+    return next(line for line in docs_figures.components(results) if line.startswith(start))
+
+
 def _against_the_floor() -> dict[str, Any]:
     """A worker benchmark's figures of the worker against its floor (each test adds what it is about)."""
     return {
@@ -325,10 +330,8 @@ def test_the_worker_is_set_against_its_floor_and_the_floor_against_the_transport
     transport target, the reading says no worker of this design can meet that target here."""
     worker = {**_against_the_floor(), "target_ratio_transport": 1.3}
     results = {"results": {"worker": worker}}
-    rows = docs_figures.components(results)
-    floor = next(line for line in rows if line.startswith("| the floor"))
-    assert "| 80 µs/msg (runs 78, 82) | 40 µs/request | 2 | — |" in floor
-    against = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the floor"))
+    assert "| 80 µs/msg (runs 78, 82) | 40 µs/request | 2 | — |" in _row(results, "| the floor")
+    against = _row(results, "| worker CPU per delivered message vs the floor")
     assert "| 140 µs/msg | 80 µs/msg | 1.75 (rounds 1.70, 1.80) | — |" in against
     reading = " ".join(docs_figures.reading(results))
     assert "cost 2x a bare POST through the transport, above the transport target of 1.3x" in reading
@@ -348,12 +351,10 @@ def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its
     }
     results = {"results": {"worker": worker}}
     rows = docs_figures.components(results)
-    ordered = next(line for line in rows if line.startswith("| the ordered floor"))
-    assert "| 88 µs/msg (runs 86, 90) | 80 µs/msg | 1.10 | — |" in ordered
-    against = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the ordered floor"))
+    assert "| 88 µs/msg (runs 86, 90) | 80 µs/msg | 1.10 | — |" in _row(results, "| the ordered floor")
+    against = _row(results, "| worker CPU per delivered message vs the ordered floor")
     assert "| 140 µs/msg | 88 µs/msg | 1.59 (rounds 1.50, 1.70) | — |" in against
-    floor = next(line for line in rows if line.startswith("| worker CPU per delivered message vs the floor "))
-    assert "| 1.75 (rounds 1.70, 1.80) | ≤ 1.3 |" in floor
+    assert "| 1.75 (rounds 1.70, 1.80) | ≤ 1.3 |" in _row(results, "| worker CPU per delivered message vs the floor ")
     reading = " ".join(docs_figures.reading(results))
     assert "the worker cost 1.75x the floor, target ≤ 1.3: not met" in reading
     assert (
@@ -365,11 +366,7 @@ def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its
     assert not any(line.startswith("| the ordered floor written with callbacks") for line in rows)
     worker["ordered_floor_callbacks"] = {"cpu_us_per_request": 92.0, "cpu_us_per_request_runs": [91.0, 93.0]}
     worker["cpu_ratio_ordered_floor_callbacks_vs_floor"] = 1.15
-    by_callbacks = next(
-        line
-        for line in docs_figures.components(results)
-        if line.startswith("| the ordered floor written with callbacks")
-    )
+    by_callbacks = _row(results, "| the ordered floor written with callbacks")
     assert "| 92 µs/msg (runs 91, 93) | 80 µs/msg | 1.15 | — |" in by_callbacks
     assert (
         "cost 1.1x the floor (1.15x written with callbacks, without a task or future per room or message): what "
@@ -381,11 +378,7 @@ def test_the_ordered_floor_splits_the_workers_cost_into_waiting_for_acks_and_its
         "ordered_floor": {"python": 37.1, "builtin": 58.9},
         "ratio_python_worker_vs_ordered_floor": 3.35,
     }
-    calls = next(
-        line
-        for line in docs_figures.components(results)
-        if line.startswith("| Python calls per delivered message on the event loop")
-    )
+    calls = _row(results, "| Python calls per delivered message on the event loop")
     assert "| 124.4 (130.5) | 37.1 (58.9) | 3.35 | — |" in calls
     assert "metrics and logs: 124.4 Python calls per message on its event loop against 37.1)" in " ".join(
         docs_figures.reading(results)
@@ -409,7 +402,7 @@ def test_the_floors_kafka_part_bounds_the_worker_from_below_and_the_reading_judg
         "target_ratio_transport": 1.3,
     }
     results = {"results": {"worker": worker}}
-    row = next(line for line in docs_figures.components(results) if line.startswith("| the floor's Kafka part"))
+    row = _row(results, "| the floor's Kafka part")
     assert "| 18 µs/msg (runs 17, 19) | 40 µs/request | 1.45 (1 + 18 / 40) | — |" in row
     reading = " ".join(docs_figures.reading(results))
     assert (
@@ -431,7 +424,7 @@ def test_the_reports_floor_is_shown_against_the_scan_beside_the_report() -> None
         "target_ratio": 2.5,
     }
     results = {"results": {"report": report}}
-    row = next(line for line in docs_figures.components(results) if line.startswith("| the report's floor"))
+    row = _row(results, "| the report's floor")
     assert "| 30.6 s | 18 s plain scan | 1.70 | — |" in row
     reading = " ".join(docs_figures.reading(results))
     assert "5x a plain scan, target ≤ 2.5x: not met" in reading

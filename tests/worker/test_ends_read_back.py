@@ -153,6 +153,36 @@ async def test_a_partition_waiting_for_its_ends_is_not_admitted_and_a_partition_
     assert waiting.admitted()
 
 
+def _admissible(ends_pending: bool = False) -> Partition:
+    """A partition with a fresh lease and its acks read up to the assignment."""
+    part = Partition(0, lease_s=60, ends_pending=ends_pending)
+    part.claimed(1)
+    part.durable([], 0, time.monotonic())
+    part.acks_caught_up()
+    return part
+
+
+async def test_admitted_asks_each_of_its_conditions_itself() -> None:
+    """``admitted`` reads the partition's flags directly (it is asked per message), not through ``gone`` and
+    ``acks_ready``: each condition alone still keeps a send out."""
+    assert _admissible().admitted()
+    revoked, fenced = _admissible(), _admissible()
+    revoked.revoke()
+    fenced.fence()
+    assert not revoked.admitted()
+    assert not fenced.admitted()
+    no_acks = Partition(0, lease_s=60)
+    no_acks.claimed(1)
+    no_acks.durable([], 0, time.monotonic())
+    assert not no_acks.admitted()  # acks not read up to the assignment
+    assert not _admissible(ends_pending=True).admitted()  # ends not read back
+    lapsed = Partition(0, lease_s=60)
+    lapsed.claimed(1)
+    lapsed.durable([], 0, time.monotonic() - 61)  # the last round began longer ago than the lease lasts
+    lapsed.acks_caught_up()
+    assert not lapsed.admitted()
+
+
 @pytest.mark.usefixtures("fresh_log")
 async def test_a_kafka_error_delays_the_read_back_and_never_admits_the_partition_without_it(
     inturn_topics: KafkaSettings, kafka_admin: AdminClient

@@ -260,8 +260,8 @@ class Delivery:
         platform = entry.platform
         future: asyncio.Future[Ack | None] | None = None
         # Only once the partition's acks were read up to its assignment is a missing ack evidence that the message still
-        # needs sending: ``deliver`` admitted it before (that stays true; the lease and a revoke are asked again right
-        # before the write, in ``Sends.send``).
+        # needs sending: ``deliver`` admitted it before (that stays true; the lease, a revoke and a fence are asked
+        # again right before the write, in ``Sends.send``).
         if self._awaits_ack and adapter.ack_kind is not AckKind.SYNCHRONOUS:  # synchronous: the answer is the ack
             future = self._router.expect(room.room_id, entry.message_id)
             if future.done():
